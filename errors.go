@@ -1,0 +1,144 @@
+package safetensors
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// The sentinel errors. There is one for each error variant of the reference
+// implementation (named in each comment), so that a verdict can be compared
+// with errors.Is. The errors the package returns wrap them and add the values
+// involved: the tensor, the offsets, the expected and actual sizes, the
+// position in the JSON header.
+var (
+	// ErrHeaderTooSmall is returned when the file is shorter than the 8-byte
+	// header length (HeaderTooSmall). Errors from a stream that ends early
+	// also match io.ErrUnexpectedEOF.
+	ErrHeaderTooSmall = errors.New("safetensors: header too small")
+
+	// ErrHeaderTooLarge is returned when the header length N exceeds
+	// MaxHeaderSize (HeaderTooLarge). It is checked before the file size, so a
+	// tiny file with a huge N gets this error.
+	ErrHeaderTooLarge = errors.New("safetensors: header too large")
+
+	// ErrInvalidHeaderLength is returned when 8 + N is more than the file size
+	// (InvalidHeaderLength).
+	ErrInvalidHeaderLength = errors.New("safetensors: invalid header length")
+
+	// ErrHeaderNotUTF8 is returned when the N header bytes are not valid UTF-8
+	// (InvalidHeader). Writers return it for names and metadata that are not
+	// valid UTF-8.
+	ErrHeaderNotUTF8 = errors.New("safetensors: header is not valid UTF-8")
+
+	// ErrInvalidHeader is returned for a JSON syntax or schema error in the
+	// header (InvalidHeaderDeserialization): a top level that is not an
+	// object, a missing, duplicated or ill-typed field, an unknown dtype, a
+	// metadata value that is not a string, nesting deeper than MaxDepth,
+	// numbers that are not non-negative integers fitting in 64 bits. The
+	// error is a [*HeaderError], often inside a [*TensorError]. Writers
+	// return it for a header they cannot write (a duplicate name, a tensor
+	// named "__metadata__").
+	ErrInvalidHeader = errors.New("safetensors: invalid JSON header")
+
+	// ErrInvalidOffset is returned when a tensor does not start where the
+	// previous one (in offset order) ends, or the first at 0, or when its end
+	// is before its begin (InvalidOffset). The data section may have no holes
+	// and no overlaps.
+	ErrInvalidOffset = errors.New("safetensors: invalid data offsets")
+
+	// ErrShapeOverflow is returned when the product of a tensor's dimensions,
+	// or that product times the dtype's bit width, overflows 64 bits
+	// (ValidationOverflow).
+	ErrShapeOverflow = errors.New("safetensors: shape overflows 64 bits")
+
+	// ErrMisalignedSlice is returned when a sub-byte tensor (F4, F6_*) does
+	// not fill a whole number of bytes (MisalignedSlice).
+	ErrMisalignedSlice = errors.New("safetensors: tensor does not end on a byte boundary")
+
+	// ErrSizeMismatch is returned when a tensor's byte range does not match
+	// its shape and dtype (TensorInvalidInfo). Writers return it when
+	// len(Data) does not match.
+	ErrSizeMismatch = errors.New("safetensors: byte size does not match shape and dtype")
+
+	// ErrIncompleteBuffer is returned when the data section is not exactly
+	// covered by the tensors: it is shorter than the last tensor's end, or
+	// has bytes after it (MetadataIncompleteBuffer).
+	ErrIncompleteBuffer = errors.New("safetensors: data section not exactly covered by tensors")
+
+	// ErrTensorNotFound is returned by Reader.Tensor for a name the file does
+	// not have (TensorNotFound).
+	ErrTensorNotFound = errors.New("safetensors: tensor not found")
+
+	// ErrUnknownDType is returned by ParseDType for a name that is not one of
+	// the 22 dtypes. A header that names one fails with ErrInvalidHeader,
+	// which the reference gives; the error matches both.
+	ErrUnknownDType = errors.New("safetensors: unknown dtype")
+
+	// ErrClosed is returned by the methods of a Reader after Close.
+	ErrClosed = errors.New("safetensors: reader is closed")
+)
+
+// prefix starts every error message of the package, once.
+const prefix = "safetensors: "
+
+// A TensorError reports a problem with one tensor. Err is or wraps one of the
+// sentinel errors, so errors.Is(err, ErrInvalidOffset) works through it, and
+// errors.As recovers the name:
+//
+//	safetensors: tensor "bias": invalid data offsets: begin 12, want 8 (the end of the previous tensor)
+type TensorError struct {
+	Name string // the tensor's name
+	Err  error  // what is wrong, wrapping a sentinel
+}
+
+func (e *TensorError) Error() string {
+	return prefix + "tensor " + strconv.Quote(e.Name) + ": " + strings.TrimPrefix(e.Err.Error(), prefix)
+}
+
+// Unwrap returns e.Err.
+func (e *TensorError) Unwrap() error { return e.Err }
+
+// A HeaderError reports a JSON syntax or schema error in the header, at a byte
+// offset of the JSON text. It matches [ErrInvalidHeader] with errors.Is, and
+// Err too when it is set:
+//
+//	safetensors: invalid JSON header at byte 57 (file offset 65): number with a leading zero
+type HeaderError struct {
+	Offset int64  // offset in the JSON header; add 8 for the offset in the file
+	Msg    string // what is wrong
+	Err    error  // a more specific cause such as ErrUnknownDType, or nil
+}
+
+func (e *HeaderError) Error() string {
+	return fmt.Sprintf("%sat byte %d (file offset %d): %s", ErrInvalidHeader.Error()+" ", e.Offset, e.Offset+prefixLen, e.Msg)
+}
+
+// Unwrap returns ErrInvalidHeader and e.Err.
+func (e *HeaderError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{ErrInvalidHeader}
+	}
+	return []error{ErrInvalidHeader, e.Err}
+}
+
+// detailError is a sentinel with the details of one occurrence.
+type detailError struct {
+	kind   error // the sentinel
+	detail error // the details, which may wrap another error
+}
+
+func (e *detailError) Error() string   { return e.kind.Error() + ": " + e.detail.Error() }
+func (e *detailError) Unwrap() []error { return []error{e.kind, e.detail} }
+
+// errorf returns an error that matches kind and adds details to its message.
+// The format may use %w.
+func errorf(kind error, format string, args ...any) error {
+	return &detailError{kind: kind, detail: fmt.Errorf(format, args...)}
+}
+
+// tensorErrorf returns a *TensorError for the named tensor.
+func tensorErrorf(name string, kind error, format string, args ...any) error {
+	return &TensorError{Name: name, Err: errorf(kind, format, args...)}
+}

@@ -1,0 +1,102 @@
+// Package safetensors reads and writes files in the safetensors format, the
+// format Hugging Face models publish their weights in.
+//
+// A file has three parts:
+//
+//	8 bytes    N, the length of the header, as a little-endian uint64
+//	N bytes    the header: a JSON object mapping each tensor's name to its dtype, shape
+//	           and [begin, end) offsets, plus an optional "__metadata__" map of strings,
+//	           padded with spaces
+//	the rest   the data section: the tensors' bytes, little-endian, row-major, with no holes
+//
+// See the [format description] and the [reference implementation].
+//
+// # Reading
+//
+// [NewReader] parses and validates a whole file held in memory; the Data of
+// every [Tensor] it returns is a slice of that memory, so nothing is copied.
+// [ReadHeader] reads only the prefix and the header from a stream, for tools
+// that list a file's tensors. Both give exactly the verdict of the reference
+// implementation (the Hugging Face Rust crate) on every file: the same files
+// are accepted, with the same error for the others, matched by the sentinel
+// errors with errors.Is. The [Strict] option also rejects what the format
+// description forbids but the reference tolerates.
+//
+// # Writing
+//
+// [Write] and [WriteFile] write tensors byte for byte as the reference writer
+// does: tensors ordered by dtype then name, compact JSON, the header padded
+// with spaces so that the data section is 8-byte aligned. WriteFile replaces
+// the file atomically.
+//
+// # Security
+//
+// The package is meant for files from untrusted sources. Every length, count
+// and offset in a file is checked before it is used, with arithmetic that
+// cannot overflow, and no input makes it panic (the parser is fuzzed). The
+// limits are the reference's: a header of at most [MaxHeaderSize] bytes and
+// JSON nested at most [MaxDepth] deep. Parsing allocates a small multiple of
+// the header's size, never an amount read from the file. The data section
+// must be exactly covered by the tensors, so a file cannot hide other content.
+// Tensor values are not checked: NaN and Inf may be stored.
+//
+// [format description]: https://github.com/huggingface/safetensors#format
+// [reference implementation]: https://github.com/huggingface/safetensors/tree/main/safetensors
+package safetensors
+
+// A ReadOption changes how a file is parsed. Pass options to [NewReader] and
+// [ReadHeader].
+type ReadOption func(*readConfig) error
+
+// readConfig holds the settings of ReadOptions.
+type readConfig struct {
+	strict bool
+}
+
+func newReadConfig(opts []ReadOption) (*readConfig, error) {
+	cfg := new(readConfig)
+	for _, o := range opts {
+		if err := o(cfg); err != nil {
+			return nil, err
+		}
+	}
+	return cfg, nil
+}
+
+// Strict returns an option that makes the parser also reject what the format
+// description forbids but the reference accepts, for scanners and gateways
+// that must not be fooled by two parsers reading one file differently. Under
+// Strict these give ErrInvalidHeader:
+//
+//   - whitespace before the opening '{', or padding after the closing '}'
+//     with anything but spaces;
+//   - a tensor name given twice (the reference keeps the last);
+//   - a metadata key given twice (the reference keeps the last);
+//   - "__metadata__": null (the format wants a map of strings);
+//   - a tensor entry written as an array [dtype, shape, data_offsets];
+//   - a dtype written as an object, such as {"F32": null};
+//   - fields other than dtype, shape and data_offsets in a tensor entry.
+//
+// Every file Strict accepts, the default parser accepts too, with the same
+// tensors and metadata.
+func Strict() ReadOption {
+	return func(c *readConfig) error {
+		c.strict = true
+		return nil
+	}
+}
+
+// Tensor is one tensor: its name, element type, shape and bytes.
+//
+// In a Tensor returned by a [Reader], Shape and Data are shared with the
+// Reader: Data is a slice of the file's memory, not a copy, and must not be
+// modified; neither may Shape.
+type Tensor struct {
+	Name  string
+	DType DType
+	// Shape holds the dimensions, outermost first; empty for a scalar.
+	Shape []uint64
+	// Data holds the elements, little-endian and row-major: the product of
+	// the dimensions times DType.Bits() / 8 bytes.
+	Data []byte
+}
