@@ -119,7 +119,7 @@ var scalarShape = []uint64{}
 // parsedHeader is a Header with its name index.
 type parsedHeader struct {
 	Header
-	index map[string]int // name -> index in Tensors
+	index nameIndex
 }
 
 // parseHeader parses and validates the JSON header text hdr: everything but
@@ -136,7 +136,7 @@ func parseHeader(hdr []byte, cfg *readConfig) (*parsedHeader, error) {
 		}
 		return nil, errorf(ErrHeaderNotUTF8, "invalid byte 0x%02x at header byte %d (file offset %d)", hdr[i], i, i+prefixLen)
 	}
-	p := scanner{b: hdr, s: string(hdr), strict: cfg.strict}
+	p := newScanner(hdr, cfg.strict)
 	if err := p.parse(); err != nil {
 		return nil, err
 	}
@@ -144,41 +144,21 @@ func parseHeader(hdr []byte, cfg *readConfig) (*parsedHeader, error) {
 
 	// Later entries replace earlier ones of the same name, as the reference's
 	// hash map does.
-	index := make(map[string]int, len(p.entries))
-	dups := false
-	for i := range p.entries {
-		name := p.entries[i].info.Name
-		if j, ok := index[name]; ok {
-			if cfg.strict {
-				return nil, &TensorError{Name: name, Err: &HeaderError{Msg: "duplicate tensor name (strict)"}}
-			}
-			p.entries[j].dead = true
-			dups = true
+	tensors := p.tensors
+	index, dups := buildIndex(tensors)
+	if len(dups) > 0 {
+		if cfg.strict {
+			name := tensors[dups[0]].Name
+			return nil, &TensorError{Name: name, Err: &HeaderError{Msg: "duplicate tensor name (strict)"}}
 		}
-		index[name] = i
+		tensors = deleteIndices(tensors, dups)
 	}
-
-	tensors := make([]TensorInfo, 0, len(index))
-	for i := range p.entries {
-		e := &p.entries[i]
-		if e.dead {
-			continue
-		}
-		if e.dimEnd > e.dimStart {
-			e.info.Shape = p.dims[e.dimStart:e.dimEnd:e.dimEnd]
-		} else {
-			e.info.Shape = scalarShape
-		}
-		tensors = append(tensors, e.info)
-	}
-	if !slices.IsSortedFunc(tensors, compareOffsets) {
+	if !offsetsSorted(tensors) {
 		slices.SortFunc(tensors, compareOffsets)
-		dups = true
+		dups = append(dups, -1) // the index is stale
 	}
-	if dups {
-		for i := range tensors {
-			index[tensors[i].Name] = i
-		}
+	if len(dups) > 0 {
+		index, _ = buildIndex(tensors)
 	}
 	h.Tensors = tensors
 	h.index = index
@@ -186,6 +166,34 @@ func parseHeader(hdr []byte, cfg *readConfig) (*parsedHeader, error) {
 		return nil, err
 	}
 	return h, nil
+}
+
+// deleteIndices removes the elements at the given indices from s.
+func deleteIndices(s []TensorInfo, del []int) []TensorInfo {
+	slices.Sort(del)
+	out := s[:del[0]]
+	for k, d := range del {
+		next := len(s)
+		if k+1 < len(del) {
+			next = del[k+1]
+		}
+		out = append(out, s[d+1:next]...)
+	}
+	clear(s[len(out):])
+	return out
+}
+
+// offsetsSorted reports whether tensors are in the order of compareOffsets,
+// as files from the reference writer are.
+func offsetsSorted(tensors []TensorInfo) bool {
+	for i := 1; i < len(tensors); i++ {
+		a, b := &tensors[i-1].DataOffsets, &tensors[i].DataOffsets
+		if a[0] < b[0] || a[0] == b[0] && compareOffsets(tensors[i-1], tensors[i]) <= 0 {
+			continue
+		}
+		return false
+	}
+	return true
 }
 
 // compareOffsets orders tensors by their offsets, then by name, so that the

@@ -77,8 +77,8 @@ func (r *Reader) Tensor(name string) (Tensor, error) {
 	if r.closed.Load() {
 		return Tensor{}, ErrClosed
 	}
-	i, ok := r.h.index[name]
-	if !ok {
+	i := r.h.index.find(r.h.Tensors, name)
+	if i < 0 {
 		return Tensor{}, &TensorError{Name: name, Err: ErrTensorNotFound}
 	}
 	return r.tensor(i), nil

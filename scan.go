@@ -1,7 +1,11 @@
 package safetensors
 
 import (
+	"bytes"
+	"encoding/binary"
 	"math"
+	"math/bits"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 )
@@ -28,26 +32,80 @@ import (
 //   - dimensions and offsets are non-negative integers that fit in 64 bits,
 //     written without a fraction or exponent.
 
-// entry is one tensor entry while scanning.
-type entry struct {
-	info     TensorInfo
-	dimStart int  // the shape is dims[dimStart:dimEnd]
-	dimEnd   int  //
-	dead     bool // replaced by a later entry of the same name
-}
-
 // scanner parses a JSON header.
 type scanner struct {
 	b       []byte // the JSON text
-	s       string // the same bytes as a string, to cut names from
+	s       string // a copy of it, which names and metadata are cut from
 	i       int    // read position in b
 	strict  bool
-	scratch []byte // unescaped string contents
+	scratch []byte   // unescaped string contents
+	dimBuf  []uint64 // the dimensions of the shape being read
 
-	entries []entry
-	dims    []uint64
+	tensors []TensorInfo // in the order of the JSON text
 	meta    map[string]string
 	metaSet bool // "__metadata__" was seen
+
+	// The arena shapes are cut from, so that parsing allocates a few large
+	// blocks rather than one per tensor.
+	dims []uint64
+}
+
+// The shape arena grows in blocks of up to dimBlock dimensions; a longer
+// shape gets a block of its own.
+const dimBlock = 4 << 10
+
+// newScanner returns a scanner for the JSON header hdr.
+func newScanner(hdr []byte, strict bool) *scanner {
+	// One copy of the header serves every name and metadata string, which
+	// costs less than copying each of them.
+	p := &scanner{b: hdr, s: string(hdr), strict: strict}
+	// Every entry has a '{' or is an array; counting the braces is fast and
+	// gives a good capacity. An entry takes at least minEntry bytes, which
+	// bounds the estimate whatever the header holds.
+	const minEntry = len(`"":{"dtype":"U8","shape":[],"data_offsets":[0,0]}`)
+	n := min(bytes.Count(hdr, []byte{'{'}), len(hdr)/minEntry+1)
+	p.tensors = make([]TensorInfo, 0, n)
+	return p
+}
+
+// strAt returns the contents of the string that str scanned, as a string:
+// cut from the copy of the header when it has no escapes.
+func (p *scanner) strAt(start, end int, esc bool) string {
+	if esc {
+		return string(p.scratch)
+	}
+	return p.s[start:end]
+}
+
+// nextBlock returns the size of the next arena block: first guess, then
+// twice the last, at most max, and at least need.
+func nextBlock(last, guess, limit, need int) int {
+	n := guess
+	if last > 0 {
+		n = 2 * last
+	}
+	return max(min(n, limit), need, 16)
+}
+
+// internShape returns a copy of dims cut from the shape arena, with no spare
+// capacity, or the shared empty shape.
+func (p *scanner) internShape(dims []uint64) []uint64 {
+	if len(dims) == 0 {
+		return scalarShape
+	}
+	if len(dims) > dimBlock/4 {
+		return slices.Clone(dims)
+	}
+	if cap(p.dims)-len(p.dims) < len(dims) {
+		p.dims = make([]uint64, 0, nextBlock(cap(p.dims), len(p.b)/64, dimBlock, len(dims)))
+	}
+	off := len(p.dims)
+	p.dims = p.dims[:off+len(dims)]
+	shape := p.dims[off : off+len(dims) : off+len(dims)]
+	for i, d := range dims { // shapes are short: a loop beats memmove
+		shape[i] = d
+	}
+	return shape
 }
 
 // isSpace reports whether c is JSON whitespace.
@@ -170,12 +228,7 @@ func (p *scanner) member() error {
 	if string(key) == "__metadata__" {
 		return p.metadata(keyPos)
 	}
-	var name string
-	if esc {
-		name = string(p.scratch)
-	} else {
-		name = p.s[start:end]
-	}
+	name := p.strAt(start, end, esc)
 	if err := p.tensor(name); err != nil {
 		if _, ok := err.(*HeaderError); ok {
 			return &TensorError{Name: name, Err: err}
@@ -259,9 +312,20 @@ const (
 	allFields = fieldDType | fieldShape | fieldOffsets
 )
 
-// tensor scans one tensor entry and appends it to p.entries.
+// tensor scans one tensor entry and appends it to p.tensors.
 func (p *scanner) tensor(name string) error {
-	e := entry{info: TensorInfo{Name: name}, dimStart: len(p.dims)}
+	if n := len(p.tensors); n < cap(p.tensors) {
+		// Scan straight into the slice.
+		p.tensors = p.tensors[:n+1]
+		t := &p.tensors[n]
+		t.Name = name
+		if p.fastEntry(t) {
+			return nil
+		}
+		*t = TensorInfo{}
+		p.tensors = p.tensors[:n]
+	}
+	t := TensorInfo{Name: name}
 	entryPos := p.i
 	switch p.peek() {
 	case '{':
@@ -307,7 +371,7 @@ func (p *scanner) tensor(name string) error {
 						return p.errorAt(keyPos, "duplicate field "+strconv.Quote(string(key)))
 					}
 					seen |= field
-					if err := p.field(field, &e); err != nil {
+					if err := p.field(field, &t); err != nil {
 						return err
 					}
 				}
@@ -355,7 +419,7 @@ func (p *scanner) tensor(name string) error {
 			} else if p.peek() == ']' {
 				return p.errorAt(p.i, "tensor entry array is empty, want 3 elements")
 			}
-			if err := p.field(field, &e); err != nil {
+			if err := p.field(field, &t); err != nil {
 				return err
 			}
 		}
@@ -370,22 +434,19 @@ func (p *scanner) tensor(name string) error {
 	default:
 		return p.errorAt(entryPos, "tensor entry is not an object")
 	}
-	e.dimEnd = len(p.dims)
-	p.entries = append(p.entries, e)
+	p.tensors = append(p.tensors, t)
 	return nil
 }
 
-// field scans the value of one known field of a tensor entry into e.
-func (p *scanner) field(field int, e *entry) (err error) {
+// field scans the value of one known field of a tensor entry into t.
+func (p *scanner) field(field int, t *TensorInfo) (err error) {
 	switch field {
 	case fieldDType:
-		e.info.DType, err = p.dtype()
+		t.DType, err = p.dtype()
 	case fieldShape:
-		// A repeated field is an error, so this entry's dims are the last ones.
-		e.dimStart = len(p.dims)
-		err = p.shape()
+		t.Shape, err = p.shape()
 	case fieldOffsets:
-		e.info.DataOffsets, err = p.offsets()
+		t.DataOffsets, err = p.offsets()
 	}
 	return err
 }
@@ -451,32 +512,33 @@ func (p *scanner) dtype() (DType, error) {
 	return 0, p.errorAt(pos, "dtype is not a string")
 }
 
-// shape scans an array of dimensions onto p.dims.
-func (p *scanner) shape() error {
+// shape scans an array of dimensions.
+func (p *scanner) shape() ([]uint64, error) {
 	if p.peek() != '[' {
-		return p.errorAt(p.i, "shape is not an array")
+		return nil, p.errorAt(p.i, "shape is not an array")
 	}
 	p.i++
 	p.skipSpace()
 	if p.peek() == ']' {
 		p.i++
-		return nil
+		return scalarShape, nil
 	}
+	p.dimBuf = p.dimBuf[:0]
 	for {
 		v, err := p.uint("dimension")
 		if err != nil {
-			return err
+			return nil, err
 		}
-		p.dims = append(p.dims, v)
+		p.dimBuf = append(p.dimBuf, v)
 		p.skipSpace()
 		c := p.peek()
 		p.i++
 		if c == ']' {
-			return nil
+			return p.internShape(p.dimBuf), nil
 		}
 		if c != ',' {
 			p.i--
-			return p.unexpected("',' or ']'")
+			return nil, p.unexpected("',' or ']'")
 		}
 		p.skipSpace()
 	}
@@ -566,6 +628,17 @@ func (p *scanner) str() (start, end int, esc bool, err error) {
 	b := p.b
 	start = p.i + 1
 	i := start
+	// Eight bytes at a time: stop at the first '"', '\\' or control
+	// character, which the lowest set bit of m gives exactly.
+	const lsb, msb = 0x0101010101010101, 0x8080808080808080
+	for ; i+8 <= len(b); i += 8 {
+		x := binary.LittleEndian.Uint64(b[i:])
+		q, s := x^(lsb*'"'), x^(lsb*'\\')
+		if m := ((q - lsb) &^ q) | ((s - lsb) &^ s) | ((x - lsb*0x20) &^ x); m&msb != 0 {
+			i += bits.TrailingZeros64(m&msb) / 8
+			break
+		}
+	}
 	for i < len(b) && plain[b[i]] {
 		i++
 	}
@@ -638,16 +711,13 @@ func (p *scanner) str() (start, end int, esc bool, err error) {
 	}
 }
 
-// strValue scans a string and returns it, cut from p.s when it has no escapes.
+// strValue scans a string and returns it.
 func (p *scanner) strValue() (string, error) {
 	start, end, esc, err := p.str()
 	if err != nil {
 		return "", err
 	}
-	if esc {
-		return string(p.scratch), nil
-	}
-	return p.s[start:end], nil
+	return p.strAt(start, end, esc), nil
 }
 
 // hex4 decodes the 4 hex digits at b[i:].
@@ -779,4 +849,91 @@ func (p *scanner) number() error {
 		}
 	}
 	return nil
+}
+
+// fastEntry scans a tensor entry written exactly as the reference writer
+// writes it, {"dtype":"F32","shape":[2,3],"data_offsets":[0,24]}, into t. It
+// reports false, having consumed nothing, for an entry written any other way,
+// which the general path then scans: every entry fastEntry accepts, the
+// general path accepts with the same result.
+func (p *scanner) fastEntry(t *TensorInfo) bool {
+	b, i := p.b, p.i
+	// The comparisons of constant strings compile to a few word loads.
+	if len(b)-i < 64 || string(b[i:i+10]) != `{"dtype":"` {
+		return false
+	}
+	i += 10
+	j := i
+	for j < i+12 && b[j] != '"' {
+		j++
+	}
+	if t.DType = lookupDType(b[i:j]); t.DType == 0 {
+		return false
+	}
+	i = j
+	if len(b)-i < 11+2+18+3+2 || string(b[i:i+11]) != `","shape":[` {
+		return false
+	}
+	i += 11
+	p.dimBuf = p.dimBuf[:0]
+	if b[i] != ']' {
+		for {
+			v, j := digits(b, i)
+			if !plainInt(b, i, j) {
+				return false
+			}
+			p.dimBuf = append(p.dimBuf, v)
+			i = j
+			if i < len(b) && b[i] == ',' {
+				i++
+				continue
+			}
+			break
+		}
+	}
+	if len(b)-i < 18+3+2 || string(b[i:i+9]) != `],"data_o` || string(b[i+9:i+18]) != `ffsets":[` {
+		return false
+	}
+	i += 18
+	v, j := digits(b, i)
+	if !plainInt(b, i, j) || j >= len(b) || b[j] != ',' {
+		return false
+	}
+	t.DataOffsets[0] = v
+	i = j + 1
+	v, j = digits(b, i)
+	if !plainInt(b, i, j) || j+1 >= len(b) || b[j] != ']' || b[j+1] != '}' {
+		return false
+	}
+	t.DataOffsets[1] = v
+	p.i = j + 2
+	t.Shape = p.internShape(p.dimBuf)
+	return true
+}
+
+// digits decodes the decimal digits at b[i:], at most 19 of them, which
+// cannot overflow, and returns their value and the index after them. It is
+// small enough to be inlined.
+func digits(b []byte, i int) (uint64, int) {
+	var v uint64
+	j := i
+	for ; j < len(b) && j-i < 19; j++ {
+		d := b[j] - '0'
+		if d > 9 {
+			break
+		}
+		v = v*10 + uint64(d)
+	}
+	return v, j
+}
+
+// plainInt reports whether the digits b[i:j] that digits decoded are a
+// whole JSON integer it decoded exactly: at least one digit, no leading
+// zero, fewer than 19 digits (longer ones go to the general path, which
+// checks for overflow) and no fraction or exponent after them.
+func plainInt(b []byte, i, j int) bool {
+	if j == i || j-i >= 19 || j-i > 1 && b[i] == '0' {
+		return false
+	}
+	return j >= len(b) || b[j] != '.' && b[j] != 'e' && b[j] != 'E'
 }
