@@ -93,6 +93,7 @@ type TensorError struct {
 	Err  error  // what is wrong, wrapping a sentinel
 }
 
+// Error returns the message of e.Err, prefixed with the tensor's name.
 func (e *TensorError) Error() string {
 	return prefix + "tensor " + strconv.Quote(e.Name) + ": " + strings.TrimPrefix(e.Err.Error(), prefix)
 }
@@ -111,6 +112,7 @@ type HeaderError struct {
 	Err    error  // a more specific cause such as ErrUnknownDType, or nil
 }
 
+// Error returns the message with the offsets in the header and in the file.
 func (e *HeaderError) Error() string {
 	return fmt.Sprintf("%sat byte %d (file offset %d): %s", ErrInvalidHeader.Error()+" ", e.Offset, e.Offset+prefixLen, e.Msg)
 }

@@ -8,6 +8,7 @@ import (
 	"math/bits"
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -140,32 +141,34 @@ func parseHeader(hdr []byte, cfg *readConfig) (*parsedHeader, error) {
 	if err := p.parse(); err != nil {
 		return nil, err
 	}
-	h := &parsedHeader{Header: Header{Metadata: p.meta, Len: uint64(len(hdr))}}
 
 	// Later entries replace earlier ones of the same name, as the reference's
 	// hash map does.
 	tensors := p.tensors
 	index, dups := buildIndex(tensors)
-	if len(dups) > 0 {
+	stale := len(dups) > 0
+	if stale {
 		if cfg.strict {
-			name := tensors[dups[0]].Name
-			return nil, &TensorError{Name: name, Err: &HeaderError{Msg: "duplicate tensor name (strict)"}}
+			name := strings.Clone(tensors[dups[0]].Name)
+			return nil, &TensorError{Name: name, Err: errorf(ErrInvalidHeader, "duplicate tensor name (strict)")}
 		}
 		tensors = deleteIndices(tensors, dups)
 	}
+	p.own(tensors)
 	if !offsetsSorted(tensors) {
 		slices.SortFunc(tensors, compareOffsets)
-		dups = append(dups, -1) // the index is stale
+		stale = true
 	}
-	if len(dups) > 0 {
+	if stale {
 		index, _ = buildIndex(tensors)
 	}
-	h.Tensors = tensors
-	h.index = index
 	if err := validateLayout(tensors); err != nil {
 		return nil, err
 	}
-	return h, nil
+	return &parsedHeader{
+		Header: Header{Metadata: p.meta, Tensors: tensors, Len: uint64(len(hdr))},
+		index:  index,
+	}, nil
 }
 
 // deleteIndices removes the elements at the given indices from s.

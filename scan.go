@@ -5,9 +5,10 @@ import (
 	"encoding/binary"
 	"math"
 	"math/bits"
-	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // This file holds the JSON header scanner: one pass over the bytes that checks
@@ -28,14 +29,14 @@ import (
 //   - an entry is an object with "dtype", "shape" and "data_offsets", each
 //     exactly once, other fields ignored; or an array of exactly those three;
 //   - a dtype is a string, or an object with one key, the dtype, whose value is
-//     null or {};
+//     null;
 //   - dimensions and offsets are non-negative integers that fit in 64 bits,
 //     written without a fraction or exponent.
 
 // scanner parses a JSON header.
 type scanner struct {
 	b       []byte // the JSON text
-	s       string // a copy of it, which names and metadata are cut from
+	s       string // the same bytes, unsafely; see strAt
 	i       int    // read position in b
 	strict  bool
 	scratch []byte   // unescaped string contents
@@ -56,9 +57,10 @@ const dimBlock = 4 << 10
 
 // newScanner returns a scanner for the JSON header hdr.
 func newScanner(hdr []byte, strict bool) *scanner {
-	// One copy of the header serves every name and metadata string, which
-	// costs less than copying each of them.
-	p := &scanner{b: hdr, s: string(hdr), strict: strict}
+	p := &scanner{b: hdr, strict: strict}
+	if len(hdr) > 0 {
+		p.s = unsafe.String(&hdr[0], len(hdr))
+	}
 	// Every entry has a '{' or is an array; counting the braces is fast and
 	// gives a good capacity. An entry takes at least minEntry bytes, which
 	// bounds the estimate whatever the header holds.
@@ -68,13 +70,65 @@ func newScanner(hdr []byte, strict bool) *scanner {
 	return p
 }
 
-// strAt returns the contents of the string that str scanned, as a string:
-// cut from the copy of the header when it has no escapes.
+// strAt returns the contents of the string that str scanned, as a string.
+// Without escapes it is a view of the caller's bytes, valid only while
+// parsing: own replaces every such string the result keeps with a copy, and
+// errors that name a tensor clone the name.
 func (p *scanner) strAt(start, end int, esc bool) string {
 	if esc {
 		return string(p.scratch)
 	}
 	return p.s[start:end]
+}
+
+// appendDim appends a dimension to p.dimBuf. Once a shape is long, it makes
+// room for all of it at once, counting the commas up to the closing ']', so
+// that a shape of a million dimensions costs one allocation of its size
+// rather than a series of doublings.
+func (p *scanner) appendDim(v uint64) {
+	if len(p.dimBuf) == 256 {
+		rest := p.b[p.i:]
+		if end := bytes.IndexByte(rest, ']'); end >= 0 {
+			rest = rest[:end]
+		}
+		grown := make([]uint64, len(p.dimBuf), len(p.dimBuf)+bytes.Count(rest, []byte{','})+1)
+		copy(grown, p.dimBuf)
+		p.dimBuf = grown
+	}
+	p.dimBuf = append(p.dimBuf, v)
+}
+
+// own replaces the names in tensors and the strings in p.meta, which may be
+// views of the caller's bytes, with copies in one block of memory.
+func (p *scanner) own(tensors []TensorInfo) {
+	total := 0
+	for i := range tensors {
+		total += len(tensors[i].Name)
+	}
+	for k, v := range p.meta {
+		total += len(k) + len(v)
+	}
+	// The block is never written again once a string refers to it, and it
+	// never grows, which makes unsafe.String safe here.
+	block := make([]byte, 0, total)
+	own := func(s string) string {
+		if s == "" {
+			return ""
+		}
+		off := len(block)
+		block = append(block, s...)
+		return unsafe.String(&block[off], len(s))
+	}
+	for i := range tensors {
+		tensors[i].Name = own(tensors[i].Name)
+	}
+	if p.meta != nil {
+		meta := make(map[string]string, len(p.meta))
+		for k, v := range p.meta {
+			meta[own(k)] = own(v)
+		}
+		p.meta = meta
+	}
 }
 
 // nextBlock returns the size of the next arena block: first guess, then
@@ -94,7 +148,9 @@ func (p *scanner) internShape(dims []uint64) []uint64 {
 		return scalarShape
 	}
 	if len(dims) > dimBlock/4 {
-		return slices.Clone(dims)
+		// A long shape keeps the buffer it was read into.
+		p.dimBuf = nil
+		return dims[:len(dims):len(dims)]
 	}
 	if cap(p.dims)-len(p.dims) < len(dims) {
 		p.dims = make([]uint64, 0, nextBlock(cap(p.dims), len(p.b)/64, dimBlock, len(dims)))
@@ -176,8 +232,10 @@ func (p *scanner) parse() error {
 		p.i++
 	} else {
 		for {
-			if err := p.member(); err != nil {
-				return err
+			if !p.fastMember() {
+				if err := p.member(); err != nil {
+					return err
+				}
 			}
 			p.skipSpace()
 			c := p.peek()
@@ -203,6 +261,34 @@ func (p *scanner) parse() error {
 		return p.errorAt(p.i, "trailing characters after the header object")
 	}
 	return nil
+}
+
+// fastMember scans a tensor's "name":{...} member written exactly as the
+// reference writer writes it. It reports false, having consumed nothing, for
+// anything else, which member then scans.
+func (p *scanner) fastMember() bool {
+	b, i := p.b, p.i
+	n := len(p.tensors)
+	if i >= len(b) || b[i] != '"' || n == cap(p.tensors) {
+		return false
+	}
+	start := i + 1
+	end := plainEnd(b, start)
+	if end+1 >= len(b) || b[end] != '"' || b[end+1] != ':' || string(b[start:end]) == metadataKey {
+		return false
+	}
+	// Scan straight into the slice.
+	p.tensors = p.tensors[:n+1]
+	t := &p.tensors[n]
+	t.Name = p.s[start:end]
+	p.i = end + 2
+	if p.fastEntry(t) {
+		return true
+	}
+	*t = TensorInfo{}
+	p.tensors = p.tensors[:n]
+	p.i = i
+	return false
 }
 
 // member scans one "key": value pair of the header object.
@@ -231,7 +317,7 @@ func (p *scanner) member() error {
 	name := p.strAt(start, end, esc)
 	if err := p.tensor(name); err != nil {
 		if _, ok := err.(*HeaderError); ok {
-			return &TensorError{Name: name, Err: err}
+			return &TensorError{Name: strings.Clone(name), Err: err}
 		}
 		return err
 	}
@@ -314,18 +400,11 @@ const (
 
 // tensor scans one tensor entry and appends it to p.tensors.
 func (p *scanner) tensor(name string) error {
-	if n := len(p.tensors); n < cap(p.tensors) {
-		// Scan straight into the slice.
-		p.tensors = p.tensors[:n+1]
-		t := &p.tensors[n]
-		t.Name = name
-		if p.fastEntry(t) {
-			return nil
-		}
-		*t = TensorInfo{}
-		p.tensors = p.tensors[:n]
-	}
 	t := TensorInfo{Name: name}
+	if p.fastEntry(&t) {
+		p.tensors = append(p.tensors, t)
+		return nil
+	}
 	entryPos := p.i
 	switch p.peek() {
 	case '{':
@@ -451,8 +530,8 @@ func (p *scanner) field(field int, t *TensorInfo) (err error) {
 	return err
 }
 
-// dtype scans a dtype: "F32", or {"F32": null} or {"F32": {}} as serde
-// accepts for a unit enum variant.
+// dtype scans a dtype: "F32", or {"F32": null} as serde accepts for a unit
+// enum variant (not {"F32": {}}, which serde accepts only in other contexts).
 func (p *scanner) dtype() (DType, error) {
 	pos := p.i
 	switch p.peek() {
@@ -486,18 +565,11 @@ func (p *scanner) dtype() (DType, error) {
 			return 0, err
 		}
 		p.skipSpace()
-		switch p.peek() {
-		case 'n':
-			if err := p.literal("null"); err != nil {
-				return 0, err
-			}
-		case '{':
-			p.i++
-			if err := p.expect('}', "'}': the value of a dtype key must be null or {}"); err != nil {
-				return 0, err
-			}
-		default:
-			return 0, p.errorAt(p.i, "the value of a dtype key must be null or {}")
+		if p.peek() != 'n' {
+			return 0, p.errorAt(p.i, "the value of a dtype key must be null")
+		}
+		if err := p.literal("null"); err != nil {
+			return 0, err
 		}
 		p.skipSpace()
 		if p.peek() != '}' {
@@ -529,7 +601,7 @@ func (p *scanner) shape() ([]uint64, error) {
 		if err != nil {
 			return nil, err
 		}
-		p.dimBuf = append(p.dimBuf, v)
+		p.appendDim(v)
 		p.skipSpace()
 		c := p.peek()
 		p.i++
@@ -627,21 +699,7 @@ func (p *scanner) literal(word string) error {
 func (p *scanner) str() (start, end int, esc bool, err error) {
 	b := p.b
 	start = p.i + 1
-	i := start
-	// Eight bytes at a time: stop at the first '"', '\\' or control
-	// character, which the lowest set bit of m gives exactly.
-	const lsb, msb = 0x0101010101010101, 0x8080808080808080
-	for ; i+8 <= len(b); i += 8 {
-		x := binary.LittleEndian.Uint64(b[i:])
-		q, s := x^(lsb*'"'), x^(lsb*'\\')
-		if m := ((q - lsb) &^ q) | ((s - lsb) &^ s) | ((x - lsb*0x20) &^ x); m&msb != 0 {
-			i += bits.TrailingZeros64(m&msb) / 8
-			break
-		}
-	}
-	for i < len(b) && plain[b[i]] {
-		i++
-	}
+	i := plainEnd(b, start)
 	if i < len(b) && b[i] == '"' {
 		p.i = i + 1
 		return start, i, false, nil
@@ -709,6 +767,25 @@ func (p *scanner) str() (start, end int, esc bool, err error) {
 		}
 		i += 2
 	}
+}
+
+// plainEnd returns the index of the first '"', '\\' or control character in
+// b[i:], or len(b): where the plain bytes of a string starting at i end.
+func plainEnd(b []byte, i int) int {
+	// Eight bytes at a time: the lowest set bit of m marks the first such
+	// byte exactly (borrows can only set bits above it).
+	const lsb, msb = 0x0101010101010101, 0x8080808080808080
+	for ; i+8 <= len(b); i += 8 {
+		x := binary.LittleEndian.Uint64(b[i:])
+		q, s := x^(lsb*'"'), x^(lsb*'\\')
+		if m := ((q - lsb) &^ q) | ((s - lsb) &^ s) | ((x - lsb*0x20) &^ x); m&msb != 0 {
+			return i + bits.TrailingZeros64(m&msb)/8
+		}
+	}
+	for i < len(b) && plain[b[i]] {
+		i++
+	}
+	return i
 }
 
 // strValue scans a string and returns it.
@@ -881,6 +958,9 @@ func (p *scanner) fastEntry(t *TensorInfo) bool {
 			v, j := digits(b, i)
 			if !plainInt(b, i, j) {
 				return false
+			}
+			if len(p.dimBuf) == 64 {
+				return false // long shapes take the general path
 			}
 			p.dimBuf = append(p.dimBuf, v)
 			i = j

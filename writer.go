@@ -147,7 +147,7 @@ func writeTo(w io.Writer, hdr []byte, tensors []Tensor, order []int) error {
 // directory where the platform allows. On any error the temporary file is
 // removed and an existing file at path is left as it was. Nothing is created
 // if the tensors are invalid. The new file gets mode 0666 before the umask.
-func WriteFile(path string, tensors []Tensor, metadata map[string]string) (err error) {
+func WriteFile(path string, tensors []Tensor, metadata map[string]string) error {
 	hdr, order, err := prepare(tensors, metadata)
 	if err != nil {
 		return err

@@ -1,0 +1,216 @@
+package safetensors_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log"
+	"math"
+	"os"
+	"path/filepath"
+
+	"github.com/safetensors-go/safetensors"
+)
+
+// float32Bytes encodes values as the little-endian bytes of an F32 tensor.
+func float32Bytes(values ...float32) []byte {
+	b := make([]byte, 0, 4*len(values))
+	for _, v := range values {
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
+	}
+	return b
+}
+
+func ExampleNewReader() {
+	data, err := os.ReadFile("testdata/conformance/valid/metadata_present.safetensors")
+	if err != nil {
+		log.Fatal(err)
+	}
+	r, err := safetensors.NewReader(data)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer r.Close()
+	for _, name := range r.Names() {
+		t, err := r.Tensor(name)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(t.Name, t.DType, t.Shape, len(t.Data), "bytes")
+	}
+	fmt.Println(r.Metadata()["format"])
+	// Output:
+	// b F32 [2] 8 bytes
+	// w F32 [2 2] 16 bytes
+	// pt
+}
+
+func ExampleWrite() {
+	tensors := []safetensors.Tensor{
+		{Name: "weight", DType: safetensors.F32, Shape: []uint64{2, 2}, Data: float32Bytes(1, 2, 3, 4)},
+		{Name: "bias", DType: safetensors.F32, Shape: []uint64{2}, Data: float32Bytes(0.5, -0.5)},
+	}
+	var buf bytes.Buffer
+	if err := safetensors.Write(&buf, tensors, map[string]string{"format": "pt"}); err != nil {
+		log.Fatal(err)
+	}
+	n := binary.LittleEndian.Uint64(buf.Bytes())
+	fmt.Printf("%d bytes; header: %s\n", buf.Len(), buf.Bytes()[8:8+n])
+	// Output:
+	// 184 bytes; header: {"__metadata__":{"format":"pt"},"bias":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"weight":{"dtype":"F32","shape":[2,2],"data_offsets":[8,24]}}
+}
+
+func ExampleReader_Tensor() {
+	var buf bytes.Buffer
+	err := safetensors.Write(&buf, []safetensors.Tensor{
+		{Name: "weight", DType: safetensors.F32, Shape: []uint64{3}, Data: float32Bytes(1.5, 2, -3)},
+	}, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	r, err := safetensors.NewReader(buf.Bytes())
+	if err != nil {
+		log.Fatal(err)
+	}
+	t, err := r.Tensor("weight")
+	if err != nil {
+		log.Fatal(err)
+	}
+	// t.Data aliases buf's bytes: decode it in place.
+	for i := 0; i < len(t.Data); i += 4 {
+		fmt.Println(math.Float32frombits(binary.LittleEndian.Uint32(t.Data[i:])))
+	}
+	_, err = r.Tensor("bias")
+	fmt.Println(errors.Is(err, safetensors.ErrTensorNotFound))
+	// Output:
+	// 1.5
+	// 2
+	// -3
+	// true
+}
+
+func ExampleReader_Header() {
+	data, err := os.ReadFile("testdata/conformance/valid/metadata_present.safetensors")
+	if err != nil {
+		log.Fatal(err)
+	}
+	r, err := safetensors.NewReader(data)
+	if err != nil {
+		log.Fatal(err)
+	}
+	h := r.Header()
+	for _, t := range h.Tensors { // in file order
+		fmt.Println(t.Name, t.DType, t.Shape, t.DataOffsets)
+	}
+	fmt.Println("data section at byte", h.DataOffset(), "of", h.DataLen(), "bytes")
+	// Output:
+	// b F32 [2] [0 8]
+	// w F32 [2 2] [8 24]
+	// data section at byte 184 of 24 bytes
+}
+
+func ExampleReadHeader() {
+	f, err := os.Open("testdata/conformance/valid/metadata_present.safetensors")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer f.Close()
+	h, err := safetensors.ReadHeader(f) // reads 184 bytes, not the data
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(len(h.Tensors), "tensors,", h.DataLen(), "bytes of data")
+	// Output:
+	// 2 tensors, 24 bytes of data
+}
+
+func ExampleWriteFile() {
+	dir, err := os.MkdirTemp("", "example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "model.safetensors")
+	err = safetensors.WriteFile(path, []safetensors.Tensor{
+		{Name: "mask", DType: safetensors.BOOL, Shape: []uint64{4}, Data: []byte{1, 0, 0, 1}},
+	}, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	info, err := os.Stat(path)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(info.Size())
+	// Output:
+	// 76
+}
+
+// The errors name the reference's verdict, the tensor and the values involved.
+func Example_errors() {
+	header := `{"w":{"dtype":"F32","shape":[2,2],"data_offsets":[0,12]}}`
+	bad := binary.LittleEndian.AppendUint64(nil, uint64(len(header)))
+	bad = append(append(bad, header...), "0123456789ab"...)
+	_, err := safetensors.NewReader(bad)
+	fmt.Println(errors.Is(err, safetensors.ErrSizeMismatch))
+	var te *safetensors.TensorError
+	if errors.As(err, &te) {
+		fmt.Println("tensor:", te.Name)
+	}
+	fmt.Println(err)
+	// Output:
+	// true
+	// tensor: w
+	// safetensors: tensor "w": byte size does not match shape and dtype: data_offsets [0, 12] hold 12 bytes, shape [2 2] of F32 needs 16
+}
+
+func ExampleHeaderError() {
+	header := `{"a":1}`
+	data := binary.LittleEndian.AppendUint64(nil, uint64(len(header)))
+	_, err := safetensors.NewReader(append(data, header...))
+	var he *safetensors.HeaderError
+	if errors.As(err, &he) {
+		fmt.Println(he.Offset, he.Msg)
+	}
+	fmt.Println(errors.Is(err, safetensors.ErrInvalidHeader))
+	// Output:
+	// 5 tensor entry is not an object
+	// true
+}
+
+func ExampleStrict() {
+	// The same tensor twice: the reference keeps the last entry.
+	header := `{"x":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"x":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}`
+	data := binary.LittleEndian.AppendUint64(nil, uint64(len(header)))
+	data = append(append(data, header...), 7)
+
+	_, err := safetensors.NewReader(data)
+	fmt.Println("default:", err)
+	_, err = safetensors.NewReader(data, safetensors.Strict())
+	fmt.Println("strict:", err)
+	// Output:
+	// default: <nil>
+	// strict: safetensors: tensor "x": invalid JSON header: duplicate tensor name (strict)
+}
+
+func ExampleParseDType() {
+	d, err := safetensors.ParseDType("BF16")
+	fmt.Println(d, d.Bits(), err)
+	_, err = safetensors.ParseDType("bf16")
+	fmt.Println(err)
+	// Output:
+	// BF16 16 <nil>
+	// safetensors: unknown dtype "bf16"
+}
+
+func ExampleDType_Bits() {
+	for _, d := range []safetensors.DType{safetensors.F4, safetensors.F6_E2M3, safetensors.BOOL, safetensors.C64} {
+		fmt.Println(d, d.Bits())
+	}
+	// Output:
+	// F4 4
+	// F6_E2M3 6
+	// BOOL 8
+	// C64 64
+}

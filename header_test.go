@@ -1,0 +1,356 @@
+package safetensors
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// file returns a file image: the 8-byte length of header, header, and data.
+func file(header string, data ...byte) []byte {
+	b := binary.LittleEndian.AppendUint64(nil, uint64(len(header)))
+	b = append(b, header...)
+	return append(b, data...)
+}
+
+// prefixed returns the 8-byte length n followed by rest.
+func prefixed(n uint64, rest string) []byte {
+	return append(binary.LittleEndian.AppendUint64(nil, n), rest...)
+}
+
+// TestErrors has one case per error of the reference, most of them ported
+// from the reference's own tests (test_header_too_large and so on), with the
+// details each message must give.
+func TestErrors(t *testing.T) {
+	tests := []struct {
+		name    string
+		input   []byte
+		want    error
+		tensor  string   // the name a *TensorError must carry, if any
+		details []string // parts of the message
+	}{
+		{"header_too_small/empty", nil, ErrHeaderTooSmall, "", []string{"file is 0 bytes"}},
+		{"header_too_small/7_bytes", []byte("<\x00\x00\x00\x00\x00\x00"), ErrHeaderTooSmall, "", []string{"file is 7 bytes"}},
+		{"header_too_large", prefixed(100_000_001, `{}`), ErrHeaderTooLarge, "", []string{"100000001", "100000000"}},
+		{"header_too_large/u64_max", prefixed(1<<64-1, `{}`), ErrHeaderTooLarge, "", []string{"18446744073709551615"}},
+		{"invalid_header_length", prefixed(60, `{"test":{"dtype":"I32"}}`), ErrInvalidHeaderLength, "", []string{"header length 60", "24 bytes"}},
+		{"invalid_header_non_utf8", file("{\"\xff\": 1}"), ErrHeaderNotUTF8, "", []string{"0xff at header byte 2 (file offset 10)"}},
+		{"invalid_header_not_json", file(`{"test":{`), ErrInvalidHeader, "test", []string{"at byte 9 (file offset 17)"}},
+		{"json_attack", file(`{"a":{"dtype":"F32","shape":[],"data_offsets":[0,0],"x":` + strings.Repeat("[", 200) + "}}"),
+			ErrInvalidHeader, "a", []string{"nesting deeper than 127"}},
+		{"unknown_dtype", file(`{"w":{"dtype":"F128","shape":[],"data_offsets":[0,0]}}`), ErrInvalidHeader, "w", []string{`unknown dtype "F128"`, "at byte 14"}},
+		{"missing_field", file(`{"w":{"dtype":"F32","shape":[]}}`), ErrInvalidHeader, "w", []string{`missing field "data_offsets"`}},
+		{"metadata_not_string", file(`{"__metadata__":{"k":1}}`), ErrInvalidHeader, "", []string{`metadata value of "k" is not a string`}},
+		{"leading_zero", file(`{"w":{"dtype":"F32","shape":[01],"data_offsets":[0,4]}}`), ErrInvalidHeader, "w", []string{"leading zero", "at byte 29"}},
+		{"invalid_offset", file(`{"w":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}}`, 0, 0), ErrInvalidOffset, "w",
+			[]string{"data_offsets [1, 2]", "begin must be 0"}},
+		{"invalid_offset/end_before_begin", file(`{"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},"b":{"dtype":"U8","shape":[0],"data_offsets":[4,2]}}`, 0, 0, 0, 0),
+			ErrInvalidOffset, "b", []string{"data_offsets [4, 2]: end is before begin"}},
+		{"validation_overflow", file(`{"test":{"dtype":"I32","shape":[2,18446744073709551614],"data_offsets":[0,16]}}`), ErrShapeOverflow, "test",
+			[]string{"shape [2 18446744073709551614]"}},
+		{"validation_overflow/bits", file(`{"test":{"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,16]}}`), ErrShapeOverflow, "test",
+			[]string{"bits"}},
+		{"misaligned_slice", file(`{"p":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}}`, 0, 0), ErrMisalignedSlice, "p", []string{"12 bits"}},
+		{"invalid_info", file(`{"test":{"dtype":"I32","shape":[2,3],"data_offsets":[0,16]}}`, make([]byte, 16)...), ErrSizeMismatch, "test",
+			[]string{"hold 16 bytes", "shape [2 3] of I32 needs 24"}},
+		{"metadata_incomplete_buffer", file(`{"test":{"dtype":"I32","shape":[2,2],"data_offsets":[0,16]}}`, make([]byte, 17)...), ErrIncompleteBuffer, "",
+			[]string{"cover 16 bytes but the data section is 17 bytes"}},
+		{"metadata_incomplete_buffer/short", file(`{"test":{"dtype":"I32","shape":[2,2],"data_offsets":[0,16]}}`, make([]byte, 15)...), ErrIncompleteBuffer, "",
+			[]string{"cover 16 bytes but the data section is 15 bytes"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := NewReader(tt.input)
+			require.ErrorIs(t, err, tt.want)
+			assert.Equal(t, []error{tt.want}, matching(err), "the error matches exactly one sentinel")
+			assert.True(t, strings.HasPrefix(err.Error(), "safetensors: "), err.Error())
+			assert.Equal(t, 1, strings.Count(err.Error(), "safetensors: "), "prefix once: %s", err)
+			for _, d := range tt.details {
+				assert.Contains(t, err.Error(), d)
+			}
+			var te *TensorError
+			if tt.tensor != "" {
+				require.ErrorAs(t, err, &te)
+				assert.Equal(t, tt.tensor, te.Name)
+				assert.Contains(t, err.Error(), fmt.Sprintf("tensor %q", tt.tensor))
+			} else {
+				assert.False(t, errors.As(err, &te), "no tensor error expected: %s", err)
+			}
+		})
+	}
+}
+
+func TestHeaderErrorOffset(t *testing.T) {
+	_, err := NewReader(file(`{"a":{"dtype":"F32","shape":[1.5],"data_offsets":[0,4]}}`))
+	var he *HeaderError
+	require.ErrorAs(t, err, &he)
+	assert.Equal(t, int64(29), he.Offset, "the offset of 1.5")
+	assert.Nil(t, he.Err)
+	assert.ErrorIs(t, err, ErrInvalidHeader)
+
+	_, err = NewReader(file(`{"a":{"dtype":"X","shape":[],"data_offsets":[0,0]}}`))
+	require.ErrorAs(t, err, &he)
+	assert.ErrorIs(t, err, ErrUnknownDType)
+	assert.ErrorIs(t, err, ErrInvalidHeader)
+}
+
+// TestDuplicates checks the reference's last-wins rule for repeated tensor
+// names and metadata keys.
+func TestDuplicates(t *testing.T) {
+	data := file(`{"__metadata__":{"k":"1","k":"2"},"w":{"dtype":"U8","shape":[9],"data_offsets":[0,9]},"w":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}}`, 1, 2)
+	r, err := NewReader(data)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"k": "2"}, r.Metadata())
+	w, err := r.Tensor("w")
+	require.NoError(t, err)
+	assert.Equal(t, []uint64{2}, w.Shape)
+	assert.Equal(t, []byte{1, 2}, w.Data)
+	assert.Len(t, r.Header().Tensors, 1)
+
+	// Every entry must be valid, even one that is replaced.
+	_, err = NewReader(file(`{"w":{"dtype":"U8"},"w":{"dtype":"U8","shape":[0],"data_offsets":[0,0]}}`))
+	assert.ErrorIs(t, err, ErrInvalidHeader)
+
+	// A name given three times, among others, out of order.
+	r, err = NewReader(file(`{"b":{"dtype":"U8","shape":[1],"data_offsets":[1,2]},"a":{"dtype":"U8","shape":[5],"data_offsets":[0,5]},`+
+		`"a":{"dtype":"U8","shape":[7],"data_offsets":[0,7]},"c":{"dtype":"U8","shape":[0],"data_offsets":[2,2]},"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}`, 7, 8))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a", "b", "c"}, r.Names())
+	for _, name := range r.Names() {
+		_, err := r.Tensor(name)
+		assert.NoError(t, err)
+	}
+	a, _ := r.Tensor("a")
+	assert.Equal(t, []byte{7}, a.Data)
+}
+
+// TestLenient checks inputs the reference accepts although the format text
+// forbids them, and that Strict rejects each.
+func TestLenient(t *testing.T) {
+	const w = `"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}`
+	tests := []struct {
+		name, header, rule string
+	}{
+		{"leading_whitespace", " \t\r\n{" + w + "}", "whitespace before '{'"},
+		{"trailing_newline", "{" + w + "}\n", "padded with other whitespace than spaces"},
+		{"duplicate_name", "{" + w + "," + w + "}", "duplicate tensor name"},
+		{"duplicate_metadata_key", `{"__metadata__":{"a":"1","a":"1"},` + w + "}", "duplicate metadata key"},
+		{"metadata_null", `{"__metadata__":null,` + w + "}", `"__metadata__" is null`},
+		{"array_form", `{"w":["U8",[1],[0,1]]}`, "tensor entry is an array"},
+		{"dtype_map_null", `{"w":{"dtype":{"U8":null},"shape":[1],"data_offsets":[0,1]}}`, "dtype is an object"},
+		{"dtype_map_spaces", `{"w":{"dtype":{ "U8" : null },"shape":[1],"data_offsets":[0,1]}}`, "dtype is an object"},
+		{"unknown_field", `{"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"extra":[1,{"x":null}]}}`, "unknown field"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			data := file(tt.header, 42)
+			r, err := NewReader(data)
+			require.NoError(t, err)
+			w, err := r.Tensor("w")
+			require.NoError(t, err)
+			assert.Equal(t, Tensor{Name: "w", DType: U8, Shape: []uint64{1}, Data: []byte{42}}, w)
+
+			_, err = NewReader(data, Strict())
+			require.ErrorIs(t, err, ErrInvalidHeader)
+			assert.Contains(t, err.Error(), tt.rule)
+			assert.Contains(t, err.Error(), "(strict)")
+			_, err = ReadHeader(bytes.NewReader(data), Strict())
+			require.ErrorIs(t, err, ErrInvalidHeader)
+		})
+	}
+	// Strict still accepts padding with spaces and pretty-printed JSON.
+	_, err := NewReader(file("{\n  "+w+"\n}    ", 42), Strict())
+	assert.NoError(t, err)
+}
+
+// TestJSONRules checks the reference's JSON rules on inputs that are not in
+// the corpus: each either parses or fails with ErrInvalidHeader.
+func TestJSONRules(t *testing.T) {
+	entry := func(extra string) string {
+		return `{"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"x":` + extra + `}}`
+	}
+	tests := []struct {
+		value string
+		ok    bool
+	}{
+		{`null`, true}, {`true`, true}, {`false`, true}, {`nul`, false}, {`True`, false},
+		{`0`, true}, {`-0`, true}, {`-0.0e-0`, true}, {`1.5E+3`, true}, {`01`, false}, {`1.`, false}, {`.5`, false},
+		{`1e`, false}, {`1e+`, false}, {`-`, false}, {`+1`, false}, {`0x10`, false}, {`NaN`, false}, {`Infinity`, false},
+		{`1e308`, true}, {`1e309`, false}, {`-1e309`, false}, {`1.7976931348623157e308`, true}, {`1.7976931348623159e308`, false},
+		{`1e-400`, true}, {`0e99999999999`, true}, {`1e99999999999`, false},
+		{strings.Repeat("9", 308), true}, {strings.Repeat("9", 309), false},
+		{`""`, true}, {`"\u0000"`, true}, {`"\ud83d\ude00"`, true}, {`"\ud83d"`, false}, {`"\ude00"`, false},
+		{`"\ud83d\u0041"`, false}, {`"\ud83d\n"`, false}, {`"\x41"`, false}, {`"\u12"`, false}, {`"\U0041"`, false},
+		{"\"\t\"", false}, {"\"\x7f\"", true}, {`"\/"`, true}, {`"a`, false},
+		{`[]`, true}, {`[1,]`, false}, {`[,1]`, false}, {`[1 2]`, false}, {`{}`, true}, {`{"a":1,}`, false}, {`{"a"}`, false},
+		{`{1:2}`, false}, {`{"a":1,"a":2}`, true}, {`[[[[]]]]`, true},
+	}
+	// The dtype's object form takes null as its value, and nothing else.
+	for _, dtype := range []string{`{"U8":{}}`, `{"U8":[]}`, `{"U8":0}`, `{"U8":null,"U8":null}`, `{}`, `{"u8":null}`, `["U8"]`, `{"U8":nul}`} {
+		_, err := NewReader(file(`{"w":{"dtype":`+dtype+`,"shape":[1],"data_offsets":[0,1]}}`, 0))
+		assert.ErrorIs(t, err, ErrInvalidHeader, dtype)
+	}
+	for _, tt := range tests {
+		t.Run(tt.value, func(t *testing.T) {
+			_, err := NewReader(file(entry(tt.value), 0))
+			if tt.ok {
+				assert.NoError(t, err)
+			} else {
+				assert.ErrorIs(t, err, ErrInvalidHeader)
+			}
+		})
+	}
+}
+
+// TestDepth checks the nesting limit: 127 levels, the header object
+// included, in every place where a value can nest.
+func TestDepth(t *testing.T) {
+	// The header object is level 1 and the entry level 2, so an unknown
+	// field holds levels 3 and up.
+	for _, depth := range []int{3, 126, 127, 128, 129, 100_000} {
+		n := depth - 2
+		for _, open := range []string{"[", `{"k":`} {
+			value := strings.Repeat(open, n) + strings.Repeat("]", n)
+			if open != "[" {
+				value = strings.Repeat(open, n) + "null" + strings.Repeat("}", n)
+			}
+			_, err := NewReader(file(`{"w":{"dtype":"U8","shape":[0],"data_offsets":[0,0],"x":` + value + `}}`))
+			if depth <= MaxDepth {
+				assert.NoError(t, err, "depth %d %s", depth, open)
+			} else {
+				assert.ErrorIs(t, err, ErrInvalidHeader, "depth %d %s", depth, open)
+			}
+		}
+	}
+}
+
+func TestReadHeader(t *testing.T) {
+	data, err := writeBytes([]Tensor{{Name: "a", DType: F32, Shape: []uint64{2}, Data: make([]byte, 8)}}, map[string]string{"k": "v"})
+	require.NoError(t, err)
+	r := bytes.NewReader(data)
+	h, err := ReadHeader(r)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"k": "v"}, h.Metadata)
+	assert.Equal(t, []TensorInfo{{Name: "a", DType: F32, Shape: []uint64{2}, DataOffsets: [2]uint64{0, 8}}}, h.Tensors)
+	assert.Equal(t, uint64(len(data)), h.DataOffset()+h.DataLen())
+	assert.Equal(t, int(h.DataOffset()), len(data)-r.Len(), "ReadHeader reads the header and no more")
+
+	for n := range int(h.DataOffset()) {
+		_, err := ReadHeader(bytes.NewReader(data[:n]))
+		if n < prefixLen {
+			assert.ErrorIs(t, err, ErrHeaderTooSmall, "cut at %d", n)
+		} else {
+			assert.ErrorIs(t, err, ErrInvalidHeaderLength, "cut at %d", n)
+		}
+		assert.ErrorIs(t, err, io.ErrUnexpectedEOF, "cut at %d", n)
+	}
+
+	// Errors of the stream come back as they are.
+	boom := errors.New("boom")
+	_, err = ReadHeader(io.MultiReader(bytes.NewReader(data[:20]), iotestErrReader{boom}))
+	assert.Same(t, boom, err)
+	_, err = ReadHeader(iotestErrReader{boom})
+	assert.Same(t, boom, err)
+}
+
+type iotestErrReader struct{ err error }
+
+func (r iotestErrReader) Read([]byte) (int, error) { return 0, r.err }
+
+// allocated returns the bytes f allocates.
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// TestHostileLengths checks that a large header length costs nothing when the
+// bytes are not there.
+func TestHostileLengths(t *testing.T) {
+	data := prefixed(MaxHeaderSize, `{}`)
+	n := allocated(func() {
+		_, err := NewReader(data)
+		assert.ErrorIs(t, err, ErrInvalidHeaderLength)
+	})
+	assert.Less(t, n, uint64(4<<10))
+
+	// A stream that claims a 100 MB header and ends after a few bytes.
+	n = allocated(func() {
+		_, err := ReadHeader(bytes.NewReader(data))
+		assert.ErrorIs(t, err, ErrInvalidHeaderLength)
+		assert.ErrorIs(t, err, io.ErrUnexpectedEOF)
+	})
+	assert.Less(t, n, uint64(64<<10))
+}
+
+// TestHostileShapes checks that memory stays a small multiple of the header
+// size for deep nesting and long shapes.
+func TestHostileShapes(t *testing.T) {
+	deep := file(`{"w":{"dtype":"U8","shape":[0],"data_offsets":[0,0],"x":` + strings.Repeat("[", 100_000) + strings.Repeat("]", 100_000) + `}}`)
+	n := allocated(func() {
+		_, err := NewReader(deep)
+		var he *HeaderError
+		require.ErrorAs(t, err, &he)
+		assert.Contains(t, he.Msg, "nesting deeper than 127")
+		assert.Less(t, he.Offset, int64(200), "fails at the 128th level")
+	})
+	assert.Less(t, n, uint64(3*len(deep)))
+
+	const dims = 1_000_000
+	long := file(`{"w":{"dtype":"F32","shape":[`+strings.Repeat("1,", dims-1)+`1],"data_offsets":[0,4]}}`, 0, 0, 0, 0)
+	n = allocated(func() {
+		r, err := NewReader(long)
+		require.NoError(t, err)
+		w, err := r.Tensor("w")
+		require.NoError(t, err)
+		assert.Len(t, w.Shape, dims)
+	})
+	// Each dimension takes 2 bytes of header and 8 of memory.
+	assert.Less(t, n, uint64(6*len(long)))
+}
+
+// TestHostileManyTensors parses a header of a million tensors.
+func TestHostileManyTensors(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 50 MB header")
+	}
+	const count = 1_000_000
+	var hdr strings.Builder
+	hdr.WriteString("{")
+	for i := range count {
+		if i > 0 {
+			hdr.WriteString(",")
+		}
+		fmt.Fprintf(&hdr, `"t%d":{"dtype":"U8","shape":[1],"data_offsets":[%d,%d]}`, i, i, i+1)
+	}
+	hdr.WriteString("}")
+	data := file(hdr.String(), make([]byte, count)...)
+	n := allocated(func() {
+		r, err := NewReader(data)
+		require.NoError(t, err)
+		assert.Len(t, r.Header().Tensors, count)
+		w, err := r.Tensor("t999999")
+		require.NoError(t, err)
+		assert.Equal(t, [2]uint64{999999, 1000000}, r.Header().Tensors[count-1].DataOffsets)
+		assert.Len(t, w.Data, 1)
+	})
+	assert.Less(t, n, uint64(3*hdr.Len()))
+}
+
+// writeBytes returns what Write writes.
+func writeBytes(tensors []Tensor, metadata map[string]string) ([]byte, error) {
+	var buf bytes.Buffer
+	err := Write(&buf, tensors, metadata)
+	return buf.Bytes(), err
+}
