@@ -82,21 +82,7 @@ func FuzzNewReader(f *testing.F) {
 		if err != nil {
 			t.Fatalf("reading back what Write wrote: %v", err)
 		}
-		if !equalMetadata(r.Metadata(), back.Metadata()) {
-			t.Fatalf("metadata %q became %q", r.Metadata(), back.Metadata())
-		}
-		if len(back.Header().Tensors) != len(tensors) {
-			t.Fatalf("%d tensors became %d", len(tensors), len(back.Header().Tensors))
-		}
-		for _, want := range tensors {
-			got, err := back.Tensor(want.Name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got.DType != want.DType || !equalShapes(got.Shape, want.Shape) || !bytes.Equal(got.Data, want.Data) {
-				t.Fatalf("tensor %q changed", want.Name)
-			}
-		}
+		checkReadsBack(t, back, tensors, r.Metadata())
 	})
 }
 
@@ -139,22 +125,31 @@ func FuzzWrite(f *testing.F) {
 		if err != nil {
 			t.Fatalf("reading what Write wrote: %v", err)
 		}
-		if !equalMetadata(metadata, r.Metadata()) {
-			t.Fatalf("metadata changed")
-		}
-		for _, want := range tensors {
-			got, err := r.Tensor(want.Name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got.DType != want.DType || !equalShapes(got.Shape, want.Shape) || !bytes.Equal(got.Data, want.Data) {
-				t.Fatalf("tensor %q changed", want.Name)
-			}
-		}
+		checkReadsBack(t, r, tensors, metadata)
 		if r.Header().DataOffset()%8 != 0 {
 			t.Fatalf("data section at %d", r.Header().DataOffset())
 		}
 	})
+}
+
+// checkReadsBack checks that r holds exactly tensors and metadata.
+func checkReadsBack(t *testing.T, r *Reader, tensors []Tensor, metadata map[string]string) {
+	t.Helper()
+	if !equalMetadata(metadata, r.Metadata()) {
+		t.Fatalf("metadata %q became %q", metadata, r.Metadata())
+	}
+	if len(r.Header().Tensors) != len(tensors) {
+		t.Fatalf("%d tensors became %d", len(tensors), len(r.Header().Tensors))
+	}
+	for _, want := range tensors {
+		got, err := r.Tensor(want.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.DType != want.DType || !equalShapes(got.Shape, want.Shape) || !bytes.Equal(got.Data, want.Data) {
+			t.Fatalf("tensor %q changed", want.Name)
+		}
+	}
 }
 
 func spec0(b []byte) byte {
