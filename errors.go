@@ -76,8 +76,9 @@ var (
 	// which the reference gives; the error matches both.
 	ErrUnknownDType = errors.New("safetensors: unknown dtype")
 
-	// ErrClosed is returned by the methods of a Reader after Close.
-	ErrClosed = errors.New("safetensors: reader is closed")
+	// ErrClosed is returned by the methods of a Reader or Writer after
+	// Close.
+	ErrClosed = errors.New("safetensors: already closed")
 )
 
 // prefix starts every error message of the package, once.

@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/safetensors-go/safetensors"
 )
@@ -213,4 +214,108 @@ func ExampleDType_Bits() {
 	// F6_E2M3 6
 	// BOOL 8
 	// C64 64
+}
+
+func ExampleNewWriter() {
+	// The tensors' names, dtypes and shapes first: the header lists every
+	// offset, so it is written before any data.
+	specs := []safetensors.TensorSpec{
+		{Name: "a", DType: safetensors.F32, Shape: []uint64{2}},
+		{Name: "b", DType: safetensors.U8, Shape: []uint64{3}},
+	}
+	var buf bytes.Buffer
+	w, err := safetensors.NewWriter(&buf, specs, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	// The bytes then follow in the order of the header.
+	for _, t := range w.Header().Tensors {
+		fmt.Println(t.Name, t.DataOffsets)
+	}
+	if err := w.WriteTensor("a", bytes.NewReader(float32Bytes(1, 2))); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := w.Write([]byte{7, 8}); err != nil { // part of "b"
+		log.Fatal(err)
+	}
+	fmt.Println(w.Close())
+	// Output:
+	// a [0 8]
+	// b [8 11]
+	// safetensors: tensor "b": byte size does not match shape and dtype: 2 of 3 bytes written, 1 missing
+}
+
+// CreateFile streams a file to disk; with WriteTensorAt, several goroutines
+// write its tensors at once, in any order.
+func ExampleCreateFile() {
+	dir, err := os.MkdirTemp("", "example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+
+	specs := []safetensors.TensorSpec{
+		{Name: "layer.0", DType: safetensors.F32, Shape: []uint64{1024}},
+		{Name: "layer.1", DType: safetensors.F32, Shape: []uint64{1024}},
+	}
+	fw, err := safetensors.CreateFile(filepath.Join(dir, "model.safetensors"), specs, nil, safetensors.Alignment(64))
+	if err != nil {
+		log.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(specs))
+	for i, spec := range specs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			data := make([]byte, 4*1024) // computed by this goroutine
+			errs[i] = fw.WriteTensorAt(spec.Name, bytes.NewReader(data))
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		fw.Abort()
+		log.Fatal(err)
+	}
+	if err := fw.Close(); err != nil { // the file appears at its path now
+		log.Fatal(err)
+	}
+	fmt.Println("data starts at", fw.Header().DataOffset())
+	// Output:
+	// data starts at 192
+}
+
+// Tensors from Readers can be written straight from the Readers' memory, to
+// merge or subset checkpoints.
+func Example_merge() {
+	var a, b bytes.Buffer
+	if err := safetensors.Write(&a, []safetensors.Tensor{{Name: "x", DType: safetensors.U8, Shape: []uint64{2}, Data: []byte{1, 2}}}, nil); err != nil {
+		log.Fatal(err)
+	}
+	if err := safetensors.Write(&b, []safetensors.Tensor{{Name: "y", DType: safetensors.I16, Shape: []uint64{1}, Data: []byte{3, 4}}}, nil); err != nil {
+		log.Fatal(err)
+	}
+	var all []safetensors.Tensor
+	for _, data := range [][]byte{a.Bytes(), b.Bytes()} {
+		r, err := safetensors.NewReader(data)
+		if err != nil {
+			log.Fatal(err)
+		}
+		tensors, err := r.Tensors()
+		if err != nil {
+			log.Fatal(err)
+		}
+		all = append(all, tensors...)
+	}
+	var merged bytes.Buffer
+	if err := safetensors.Write(&merged, all, map[string]string{"merged": "2"}); err != nil {
+		log.Fatal(err)
+	}
+	r, err := safetensors.NewReader(merged.Bytes())
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(r.Names(), r.Metadata())
+	// Output:
+	// [x y] map[merged:2]
 }

@@ -24,10 +24,18 @@
 //
 // # Writing
 //
-// [Write] and [WriteFile] write tensors byte for byte as the reference writer
-// does: tensors ordered by dtype then name, compact JSON, the header padded
-// with spaces so that the data section is 8-byte aligned. WriteFile replaces
-// the file atomically.
+// [Write] and [WriteFile] write tensors held in memory, byte for byte as the
+// reference writer does: tensors ordered by dtype then name, compact JSON,
+// the header padded with spaces so that the data section is 8-byte aligned
+// (or more, with the [Alignment] option).
+//
+// For files larger than memory, [NewWriter] takes the tensors' names, dtypes
+// and shapes first, writes the header, and then takes their bytes in chunks
+// of any size ([Writer.Write], [Writer.WriteTensor]), or, on an io.WriterAt
+// such as an *os.File, whole tensors in any order from several goroutines
+// ([Writer.WriteTensorAt]). [CreateFile] does the same into a file that
+// appears only once it is complete. WriteFile and CreateFile never leave a
+// partial file behind.
 //
 // # Security
 //

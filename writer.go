@@ -6,98 +6,97 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"os"
-	"path/filepath"
-	"runtime"
 	"slices"
-	"strconv"
+	"sync"
 	"unicode/utf8"
 )
 
-// Write writes tensors and metadata to w as a safetensors file, byte for byte
-// as the reference writer does:
-//
-//   - the tensors in order of descending DType (U64 first, BOOL last), then
-//     of name, each starting where the previous one ends;
-//   - compact JSON with "__metadata__" first, written when metadata is not
-//     nil (even if empty), its keys sorted so the output is deterministic
-//     (the reference uses hash order);
-//   - names and strings escaped as serde_json does;
-//   - the header padded with spaces so that the data section starts at a
-//     multiple of 8.
-//
-// Write checks everything before it writes a byte: names must be valid UTF-8
-// (ErrHeaderNotUTF8), unique, and not "__metadata__" (ErrInvalidHeader); the
-// DType must be one of the constants (ErrUnknownDType); the shape must not
-// overflow (ErrShapeOverflow) and must fill whole bytes (ErrMisalignedSlice);
-// len(Data) must match the shape and dtype (ErrSizeMismatch). Metadata keys
-// and values must be valid UTF-8. Errors about a tensor are *TensorErrors.
-//
-// Write does not close w. With zero tensors and empty metadata it writes
-// {"__metadata__":{}}, where the reference writes invalid JSON.
-func Write(w io.Writer, tensors []Tensor, metadata map[string]string) error {
-	hdr, order, err := prepare(tensors, metadata)
-	if err != nil {
-		return err
-	}
-	return writeTo(w, hdr, tensors, order)
+// TensorSpec describes a tensor to write: everything but its bytes, which a
+// [Writer] takes afterwards.
+type TensorSpec struct {
+	Name  string
+	DType DType
+	// Shape holds the dimensions, outermost first; empty for a scalar.
+	Shape []uint64
 }
 
-// prepare validates tensors and metadata and returns the prefix and header,
-// and the order of the tensors in the file.
-func prepare(tensors []Tensor, metadata map[string]string) ([]byte, []int, error) {
-	infos, order, err := layout(len(tensors), func(i int) (string, DType, []uint64) {
-		t := &tensors[i]
-		return t.Name, t.DType, t.Shape
-	}, metadata)
-	if err != nil {
-		return nil, nil, err
-	}
-	for k, i := range order {
-		t := &tensors[i]
-		if size := infos[k].DataOffsets[1] - infos[k].DataOffsets[0]; uint64(len(t.Data)) != size {
-			return nil, nil, tensorErrorf(t.Name, ErrSizeMismatch, "len(Data) is %d, shape %v of %v needs %d bytes", len(t.Data), t.Shape, t.DType, size)
+// A WriteOption changes how a file is written. Pass options to [NewWriter],
+// [Write], [WriteFile] and [CreateFile].
+type WriteOption func(*writeConfig) error
+
+// writeConfig holds the settings of WriteOptions.
+type writeConfig struct {
+	align int
+}
+
+func newWriteConfig(opts []WriteOption) (*writeConfig, error) {
+	cfg := &writeConfig{align: headerAlign}
+	for _, o := range opts {
+		if err := o(cfg); err != nil {
+			return nil, err
 		}
 	}
-	hdr := appendHeader(nil, metadata, infos, headerAlign)
-	if n := len(hdr) - prefixLen; n > MaxHeaderSize {
-		return nil, nil, errorf(ErrHeaderTooLarge, "the header would be %d bytes, more than the limit of %d", n, MaxHeaderSize)
-	}
-	return hdr, order, nil
+	return cfg, nil
 }
 
-// layout validates the n tensors that tensor(i) describes, and the metadata,
-// and lays the tensors out as the reference writer does. It returns their
-// entries in file order, and order[k], the index of the k-th of them.
-func layout(n int, tensor func(i int) (string, DType, []uint64), metadata map[string]string) ([]TensorInfo, []int, error) {
+// MaxAlignment is the largest boundary [Alignment] accepts, 1 MiB.
+const MaxAlignment = 1 << 20
+
+// Alignment returns an option that pads the header with spaces, which the
+// reference accepts, so that the data section starts at a multiple of n
+// bytes: n must be a power of two from 8 to MaxAlignment. The default is 8,
+// as in the reference; 64 suits vector loads and GPU copies, 4096 direct
+// I/O. Tensors still follow each other without gaps, since the format allows
+// none: only the data section's start is aligned, and each tensor within it
+// to a multiple of its own size in the reference's order (largest dtypes
+// first).
+func Alignment(n int) WriteOption {
+	return func(c *writeConfig) error {
+		if n < headerAlign || n > MaxAlignment || n&(n-1) != 0 {
+			return fmt.Errorf("safetensors: alignment %d is not a power of two from %d to %d", n, headerAlign, MaxAlignment)
+		}
+		c.align = n
+		return nil
+	}
+}
+
+// plan is the layout of a file to write.
+type plan struct {
+	header Header // the tensors in file order, with their offsets
+	order  []int  // order[k] is the index, in the caller's list, of the k-th tensor
+	prefix []byte // the 8-byte length, the JSON header and its padding
+}
+
+// makePlan validates the n tensors that spec(i) describes, and the
+// metadata, and lays them out as the reference writer does.
+func makePlan(n int, spec func(i int) (string, DType, []uint64), metadata map[string]string, cfg *writeConfig) (*plan, error) {
 	for k, v := range metadata {
 		if !utf8.ValidString(k) {
-			return nil, nil, errorf(ErrHeaderNotUTF8, "metadata key %q is not valid UTF-8", k)
+			return nil, errorf(ErrHeaderNotUTF8, "metadata key %q is not valid UTF-8", k)
 		}
 		if !utf8.ValidString(v) {
-			return nil, nil, errorf(ErrHeaderNotUTF8, "metadata value of %q is not valid UTF-8", k)
+			return nil, errorf(ErrHeaderNotUTF8, "metadata value of %q is not valid UTF-8", k)
 		}
 	}
 	infos := make([]TensorInfo, n)
 	seen := make(map[string]struct{}, n)
 	for i := range infos {
-		name, dtype, shape := tensor(i)
+		name, dtype, shape := spec(i)
 		switch {
 		case !utf8.ValidString(name):
-			return nil, nil, &TensorError{Name: name, Err: errorf(ErrHeaderNotUTF8, "the name is not valid UTF-8")}
+			return nil, &TensorError{Name: name, Err: errorf(ErrHeaderNotUTF8, "the name is not valid UTF-8")}
 		case name == metadataKey:
-			return nil, nil, &TensorError{Name: name, Err: errorf(ErrInvalidHeader, "the name is reserved for the metadata")}
+			return nil, &TensorError{Name: name, Err: errorf(ErrInvalidHeader, "the name is reserved for the metadata")}
 		case !dtype.valid():
-			return nil, nil, &TensorError{Name: name, Err: fmt.Errorf("%w: %v", ErrUnknownDType, dtype)}
+			return nil, &TensorError{Name: name, Err: fmt.Errorf("%w: %v", ErrUnknownDType, dtype)}
 		}
 		if _, dup := seen[name]; dup {
-			return nil, nil, &TensorError{Name: name, Err: errorf(ErrInvalidHeader, "duplicate tensor name")}
+			return nil, &TensorError{Name: name, Err: errorf(ErrInvalidHeader, "duplicate tensor name")}
 		}
 		seen[name] = struct{}{}
 		size, err := byteSize(dtype, shape)
 		if err != nil {
-			return nil, nil, &TensorError{Name: name, Err: err}
+			return nil, &TensorError{Name: name, Err: err}
 		}
 		// DataOffsets[1] holds the size until the offsets are known.
 		infos[i] = TensorInfo{Name: name, DType: dtype, Shape: shape, DataOffsets: [2]uint64{0, size}}
@@ -118,112 +117,384 @@ func layout(n int, tensor func(i int) (string, DType, []uint64), metadata map[st
 		t := infos[i]
 		size := t.DataOffsets[1]
 		if off+size < off {
-			return nil, nil, &TensorError{Name: t.Name, Err: errorf(ErrShapeOverflow, "the data section would be more than 2^64-1 bytes")}
+			return nil, &TensorError{Name: t.Name, Err: errorf(ErrShapeOverflow, "the data section would be more than 2^64-1 bytes")}
 		}
 		t.DataOffsets = [2]uint64{off, off + size}
 		off += size
 		sorted[k] = t
 	}
-	return sorted, order, nil
-}
-
-// writeTo writes the prefix and header hdr, then the tensors' data in order.
-func writeTo(w io.Writer, hdr []byte, tensors []Tensor, order []int) error {
-	bw := bufio.NewWriterSize(w, 64<<10)
-	if _, err := bw.Write(hdr); err != nil {
-		return err
+	prefix := appendHeader(nil, metadata, sorted, cfg.align)
+	if n := len(prefix) - prefixLen; n > MaxHeaderSize {
+		return nil, errorf(ErrHeaderTooLarge, "the header would be %d bytes, more than the limit of %d", n, MaxHeaderSize)
 	}
-	for _, i := range order {
-		if _, err := bw.Write(tensors[i].Data); err != nil {
-			return err
+	pl := &plan{order: order, prefix: prefix}
+	pl.header = Header{Tensors: sorted, Len: uint64(len(prefix) - prefixLen)}
+	if metadata != nil {
+		pl.header.Metadata = make(map[string]string, len(metadata))
+		for k, v := range metadata {
+			pl.header.Metadata[k] = v
 		}
 	}
-	return bw.Flush()
+	return pl, nil
 }
 
-// WriteFile writes tensors and metadata to the named file as Write does. It
-// never leaves a partial file at path: it writes a temporary file in the same
-// directory, syncs it to disk, renames it to path, and then syncs the
-// directory where the platform allows. On any error the temporary file is
-// removed and an existing file at path is left as it was. Nothing is created
-// if the tensors are invalid. The new file gets mode 0666 before the umask.
-func WriteFile(path string, tensors []Tensor, metadata map[string]string) error {
-	hdr, order, err := prepare(tensors, metadata)
-	if err != nil {
-		return err
-	}
-	return writeFileAtomic(path, func(w io.Writer) error {
-		return writeTo(w, hdr, tensors, order)
-	})
+// A Writer writes a safetensors file whose tensors are known in advance and
+// whose bytes come afterwards, in chunks of any size, so that files larger
+// than memory can be written: the header, which lists every offset, goes
+// first.
+//
+// The bytes go in file order, the order of Header().Tensors, through Write
+// (any chunks, as from io.Copy) or WriteTensor (a whole tensor, by name).
+// When the destination is an io.WriterAt, such as an *os.File, WriteTensorAt
+// takes whole tensors in any order, from any number of goroutines at once.
+// Close checks that every byte arrived.
+//
+// Errors are sticky: once a write fails, every later call returns the same
+// error. Apart from WriteTensorAt, a Writer is for one goroutine at a time.
+type Writer struct {
+	w      io.Writer
+	header Header
+	index  map[string]int // name -> index in header.Tensors
+	total  uint64         // the length of the data section
+
+	mu     sync.Mutex
+	err    error  // the first error, returned ever after
+	off    uint64 // data bytes written in order, by Write and WriteTensor
+	at     []byte // per tensor, for WriteTensorAt: 0 pending, 1 writing, 2 written
+	closed bool
 }
 
-// fileWriter is what writeFileAtomic needs of the temporary file.
-type fileWriter interface {
-	io.Writer
-	Sync() error
-	Close() error
-	Name() string
-}
+// The states of a tensor written by WriteTensorAt.
+const (
+	atPending = iota
+	atWriting
+	atWritten
+)
 
-// createTemp creates the temporary file; tests replace it to simulate
-// failing disks.
-var createTemp = func(name string) (fileWriter, error) {
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
+// NewWriter validates the tensors and metadata, lays them out as the
+// reference writer does, writes the 8-byte length and the header to w, and
+// returns a Writer for the tensors' bytes. The file is byte for byte what
+// Write writes for the same tensors; NewWriter checks them as Write does,
+// and writes nothing if they are invalid. It does not buffer: for many small
+// writes, give it a bufio.Writer.
+func NewWriter(w io.Writer, specs []TensorSpec, metadata map[string]string, opts ...WriteOption) (*Writer, error) {
+	cfg, err := newWriteConfig(opts)
 	if err != nil {
 		return nil, err
 	}
-	return f, nil
+	pl, err := makePlan(len(specs), func(i int) (string, DType, []uint64) {
+		s := &specs[i]
+		return s.Name, s.DType, s.Shape
+	}, metadata, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return newWriter(w, pl)
 }
 
-// writeFileAtomic writes path with write, through a temporary file that it
-// renames over path only once write and Sync succeeded.
-func writeFileAtomic(path string, write func(io.Writer) error) (err error) {
-	dir, base := filepath.Split(path)
-	var f fileWriter
-	for range 100 {
-		tmp := filepath.Join(dir, "."+base+".tmp"+strconv.FormatUint(rand.Uint64(), 36))
-		f, err = createTemp(tmp)
-		if !errors.Is(err, os.ErrExist) {
-			break
-		}
+// newWriter writes the prefix and header of pl to w and returns the Writer.
+func newWriter(w io.Writer, pl *plan) (*Writer, error) {
+	if _, err := w.Write(pl.prefix); err != nil {
+		return nil, err
 	}
-	if err != nil {
-		return err
+	wr := &Writer{w: w, header: pl.header, total: pl.header.DataLen()}
+	wr.index = make(map[string]int, len(wr.header.Tensors))
+	for i := range wr.header.Tensors {
+		wr.index[wr.header.Tensors[i].Name] = i
 	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if err := write(f); err != nil {
-		return err
+	return wr, nil
+}
+
+// Header returns the header the Writer wrote: Tensors lists the tensors in
+// the order their bytes must come, with their offsets. It is shared by the
+// Writer and must not be modified.
+func (w *Writer) Header() *Header { return &w.header }
+
+// fail records err as the sticky error, unless there is one, and returns the
+// sticky error.
+func (w *Writer) fail(err error) error {
+	if w.err == nil {
+		w.err = err
 	}
-	if err := f.Sync(); err != nil {
-		return err
+	return w.err
+}
+
+// check returns the error that stops sequential writes, if any.
+func (w *Writer) check() error {
+	switch {
+	case w.err != nil:
+		return w.err
+	case w.closed:
+		return ErrClosed
+	case w.at != nil:
+		return errors.New("safetensors: Write and WriteTensor cannot follow WriteTensorAt")
 	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	syncDir(dir)
 	return nil
 }
 
-// syncDir makes a rename in dir durable where the platform allows; it is
-// best effort, since the new file is in place whatever it returns.
-func syncDir(dir string) {
-	if runtime.GOOS == "windows" || runtime.GOOS == "plan9" {
-		return
+// current returns the tensor that holds data byte off, or the last tensor
+// when off is the end of the data section. There must be a tensor.
+func (w *Writer) current(off uint64) *TensorInfo {
+	ts := w.header.Tensors
+	i, _ := slices.BinarySearchFunc(ts, off, func(t TensorInfo, off uint64) int {
+		return cmp.Compare(t.DataOffsets[1], off+1)
+	})
+	return &ts[min(i, len(ts)-1)]
+}
+
+// Write writes the next bytes of the data section: the tensors' bytes, one
+// after the other in the order of Header().Tensors, in chunks of any size.
+// It never writes past the end of the data section: the bytes that would go
+// beyond it are refused with an error wrapping ErrSizeMismatch, after the
+// ones that fit are written.
+func (w *Writer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.check(); err != nil {
+		return 0, err
 	}
-	if dir == "" {
-		dir = "."
+	room := w.total - w.off
+	extra := uint64(len(p)) > room
+	if extra {
+		p = p[:room]
 	}
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
+	var n int
+	if len(p) > 0 {
+		var err error
+		n, err = w.w.Write(p)
+		w.off += uint64(n)
+		if err != nil {
+			return n, w.fail(err)
+		}
 	}
+	if extra {
+		last := w.header.Tensors[len(w.header.Tensors)-1]
+		return n, w.fail(tensorErrorf(last.Name, ErrSizeMismatch, "write past the end of the data section, which is %d bytes", w.total))
+	}
+	return n, nil
+}
+
+// copyBufs holds the buffers that WriteTensor and WriteTensorAt copy
+// through when the source cannot write itself out.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+
+// copyN copies exactly n bytes from src to dst.
+func copyN(dst io.Writer, src io.Reader, n uint64) (uint64, error) {
+	buf := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(buf)
+	var done uint64
+	for done < n {
+		// Chunks of at most 1 GiB keep the int64 conversion exact.
+		chunk := min(n-done, 1<<30)
+		k, err := io.CopyBuffer(dst, io.LimitReader(src, int64(chunk)), *buf)
+		done += uint64(k)
+		if err != nil {
+			return done, err
+		}
+		if uint64(k) < chunk {
+			return done, io.ErrUnexpectedEOF
+		}
+	}
+	return done, nil
+}
+
+// WriteTensor writes the named tensor's bytes, read from r: exactly as many
+// as its shape and dtype need (r may hold more). The tensor must be the one
+// whose bytes come next, that is the sequential writes so far must end
+// where it begins. If r ends early, the error names the tensor and the
+// missing bytes and wraps io.ErrUnexpectedEOF. When r is a *bytes.Reader,
+// an *os.File or another source that can write itself out, the bytes go to
+// the destination without an intermediate buffer.
+func (w *Writer) WriteTensor(name string, r io.Reader) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.check(); err != nil {
+		return err
+	}
+	i, ok := w.index[name]
+	if !ok {
+		return &TensorError{Name: name, Err: ErrTensorNotFound}
+	}
+	t := &w.header.Tensors[i]
+	if t.DataOffsets[0] != w.off {
+		next := w.current(w.off)
+		return tensorErrorf(name, ErrInvalidOffset, "its bytes start at data offset %d, but the next byte to write is at %d, in tensor %q", t.DataOffsets[0], w.off, next.Name)
+	}
+	size := t.DataOffsets[1] - t.DataOffsets[0]
+	n, err := copyN(w.w, r, size)
+	w.off += n
+	if err != nil {
+		if err == io.ErrUnexpectedEOF {
+			err = tensorErrorf(name, ErrSizeMismatch, "the source ended after %d of %d bytes: %w", n, size, io.ErrUnexpectedEOF)
+		} else {
+			err = &TensorError{Name: name, Err: err}
+		}
+		return w.fail(err)
+	}
+	return nil
+}
+
+// WriteTensorAt writes the named tensor's bytes, read from r, at their place
+// in the file: the destination must be an io.WriterAt, such as an *os.File,
+// whose offset 0 is the start of the file. Tensors may be written in any
+// order and by several goroutines at once, each tensor once; the sequential
+// methods Write and WriteTensor may not be used on the same Writer. Like
+// WriteTensor, it takes exactly the tensor's size from r.
+func (w *Writer) WriteTensorAt(name string, r io.Reader) error {
+	wa, ok := w.w.(io.WriterAt)
+	if !ok {
+		return errors.New("safetensors: WriteTensorAt needs a destination that is an io.WriterAt")
+	}
+	w.mu.Lock()
+	switch {
+	case w.err != nil:
+		w.mu.Unlock()
+		return w.err
+	case w.closed:
+		w.mu.Unlock()
+		return ErrClosed
+	case w.off > 0:
+		w.mu.Unlock()
+		return errors.New("safetensors: WriteTensorAt cannot follow Write and WriteTensor")
+	}
+	i, ok := w.index[name]
+	if !ok {
+		w.mu.Unlock()
+		return &TensorError{Name: name, Err: ErrTensorNotFound}
+	}
+	if w.at == nil {
+		w.at = make([]byte, len(w.header.Tensors))
+	}
+	if w.at[i] != atPending {
+		w.mu.Unlock()
+		return tensorErrorf(name, ErrInvalidOffset, "its bytes were already written")
+	}
+	w.at[i] = atWriting
+	w.mu.Unlock()
+
+	t := &w.header.Tensors[i]
+	size := t.DataOffsets[1] - t.DataOffsets[0]
+	n, err := copyN(io.NewOffsetWriter(wa, int64(w.header.DataOffset()+t.DataOffsets[0])), r, size)
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		if err == io.ErrUnexpectedEOF {
+			err = tensorErrorf(name, ErrSizeMismatch, "the source ended after %d of %d bytes: %w", n, size, io.ErrUnexpectedEOF)
+		} else {
+			err = &TensorError{Name: name, Err: err}
+		}
+		return w.fail(err)
+	}
+	w.at[i] = atWritten
+	return nil
+}
+
+// Close checks that every byte of every tensor was written. If not, it
+// returns an error that names the first incomplete tensor and the bytes
+// missing, wrapping ErrSizeMismatch. It does not close the underlying
+// writer. After Close, the writing methods return ErrClosed. Call it after
+// every WriteTensorAt has returned.
+func (w *Writer) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return w.err
+	}
+	w.closed = true
+	if w.err != nil {
+		return w.err
+	}
+	if w.at != nil {
+		for i, state := range w.at {
+			t := &w.header.Tensors[i]
+			if size := t.DataOffsets[1] - t.DataOffsets[0]; size > 0 && state != atWritten {
+				return w.fail(tensorErrorf(t.Name, ErrSizeMismatch, "0 of %d bytes written, %d missing", size, size))
+			}
+		}
+		return nil
+	}
+	if w.off < w.total {
+		t := w.current(w.off)
+		size := t.DataOffsets[1] - t.DataOffsets[0]
+		got := w.off - t.DataOffsets[0]
+		return w.fail(tensorErrorf(t.Name, ErrSizeMismatch, "%d of %d bytes written, %d missing", got, size, size-got))
+	}
+	return nil
+}
+
+// Write writes tensors and metadata to w as a safetensors file, byte for byte
+// as the reference writer does:
+//
+//   - the tensors in order of descending DType (U64 first, BOOL last), then
+//     of name, each starting where the previous one ends;
+//   - compact JSON with "__metadata__" first, written when metadata is not
+//     nil (even if empty), its keys sorted so the output is deterministic
+//     (the reference uses hash order);
+//   - names and strings escaped as serde_json does;
+//   - the header padded with spaces so that the data section starts at a
+//     multiple of 8, or of the Alignment option.
+//
+// Write checks everything before it writes a byte: names must be valid UTF-8
+// (ErrHeaderNotUTF8), unique, and not "__metadata__" (ErrInvalidHeader); the
+// DType must be one of the constants (ErrUnknownDType); the shape must not
+// overflow (ErrShapeOverflow) and must fill whole bytes (ErrMisalignedSlice);
+// len(Data) must match the shape and dtype (ErrSizeMismatch). Metadata keys
+// and values must be valid UTF-8. Errors about a tensor are *TensorErrors.
+//
+// The tensors may come from Readers, to merge or subset checkpoints: their
+// Data is written straight from the Readers' memory. Write goes through a
+// Writer, buffering small tensors; it does not close w. With zero tensors
+// and empty metadata it writes {"__metadata__":{}}, where the reference
+// writes invalid JSON.
+func Write(w io.Writer, tensors []Tensor, metadata map[string]string, opts ...WriteOption) error {
+	pl, err := planTensors(tensors, metadata, opts)
+	if err != nil {
+		return err
+	}
+	return writeTensors(w, pl, tensors)
+}
+
+// planTensors validates tensors, their Data included, and metadata, and
+// lays them out.
+func planTensors(tensors []Tensor, metadata map[string]string, opts []WriteOption) (*plan, error) {
+	cfg, err := newWriteConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	pl, err := makePlan(len(tensors), func(i int) (string, DType, []uint64) {
+		t := &tensors[i]
+		return t.Name, t.DType, t.Shape
+	}, metadata, cfg)
+	if err != nil {
+		return nil, err
+	}
+	for k, i := range pl.order {
+		t := &tensors[i]
+		info := &pl.header.Tensors[k]
+		if size := info.DataOffsets[1] - info.DataOffsets[0]; uint64(len(t.Data)) != size {
+			return nil, tensorErrorf(t.Name, ErrSizeMismatch, "len(Data) is %d, shape %v of %v needs %d bytes", len(t.Data), t.Shape, t.DType, size)
+		}
+	}
+	return pl, nil
+}
+
+// writeTensors writes the file that pl lays out for tensors to w, through a
+// Writer, buffering small tensors.
+func writeTensors(w io.Writer, pl *plan, tensors []Tensor) error {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	wr, err := newWriter(bw, pl)
+	if err != nil {
+		return err
+	}
+	for _, i := range pl.order {
+		// The bytes go to bw as they are; bufio passes large ones through.
+		if _, err := wr.Write(tensors[i].Data); err != nil {
+			return err
+		}
+	}
+	if err := wr.Close(); err != nil {
+		return err
+	}
+	return bw.Flush()
 }

@@ -1,0 +1,189 @@
+package safetensors
+
+import (
+	"errors"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+)
+
+// WriteFile writes tensors and metadata to the named file as Write does,
+// streaming through a Writer with no copy of the whole file in memory. It
+// never leaves a partial file at path: it writes a temporary file in the
+// same directory, syncs it to disk, renames it to path, and then syncs the
+// directory where the platform allows. On any error the temporary file is
+// removed and an existing file at path is left as it was. Nothing is created
+// if the tensors are invalid. The new file gets mode 0666 before the umask.
+func WriteFile(path string, tensors []Tensor, metadata map[string]string, opts ...WriteOption) error {
+	pl, err := planTensors(tensors, metadata, opts)
+	if err != nil {
+		return err
+	}
+	f, err := createAtomic(path)
+	if err != nil {
+		return err
+	}
+	if err := writeTensors(f.f, pl, tensors); err != nil {
+		f.abort()
+		return err
+	}
+	return f.commit()
+}
+
+// A FileWriter is a Writer to a file that appears at its path, complete,
+// only when Close succeeds; see CreateFile.
+type FileWriter struct {
+	*Writer
+	f *atomicFile
+}
+
+// CreateFile starts writing a safetensors file at path, for tensors too
+// large to hold in memory: it validates the tensors as NewWriter does and
+// returns a FileWriter, whose Writer methods take the tensors' bytes, into a
+// temporary file in the same directory. WriteTensorAt works, since the
+// temporary file is an *os.File: tensors may be written in any order by
+// several goroutines. Close then checks that every byte arrived, syncs the
+// file and renames it to path; if anything failed, including a source passed
+// to WriteTensor, Close removes the temporary file and leaves an existing
+// file at path as it was. Abort gives up explicitly.
+func CreateFile(path string, specs []TensorSpec, metadata map[string]string, opts ...WriteOption) (*FileWriter, error) {
+	cfg, err := newWriteConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	pl, err := makePlan(len(specs), func(i int) (string, DType, []uint64) {
+		s := &specs[i]
+		return s.Name, s.DType, s.Shape
+	}, metadata, cfg)
+	if err != nil {
+		return nil, err
+	}
+	f, err := createAtomic(path)
+	if err != nil {
+		return nil, err
+	}
+	w, err := newWriter(f.f, pl)
+	if err != nil {
+		f.abort()
+		return nil, err
+	}
+	return &FileWriter{Writer: w, f: f}, nil
+}
+
+// Close completes the file: it returns the error of Writer.Close or of an
+// earlier write, having removed the temporary file, or it syncs the file and
+// renames it into place. Close may be called again, and returns the same
+// result.
+func (fw *FileWriter) Close() error {
+	if err := fw.Writer.Close(); err != nil {
+		fw.f.abort()
+		return err
+	}
+	return fw.f.commit()
+}
+
+// Abort stops writing and removes the temporary file; nothing appears at
+// the path. After Abort, Close returns ErrClosed.
+func (fw *FileWriter) Abort() {
+	fw.Writer.mu.Lock()
+	fw.Writer.closed = true
+	fw.Writer.fail(ErrClosed)
+	fw.Writer.mu.Unlock()
+	fw.f.abort()
+}
+
+// fileWriter is what an atomicFile needs of its temporary file.
+type fileWriter interface {
+	io.Writer
+	io.WriterAt
+	Sync() error
+	Close() error
+	Name() string
+}
+
+// createTemp creates a temporary file; tests replace it to simulate failing
+// disks.
+var createTemp = func(name string) (fileWriter, error) {
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// atomicFile is a temporary file that replaces the file at path when it is
+// committed, and disappears when it is aborted.
+type atomicFile struct {
+	f    fileWriter
+	path string
+	done bool  // committed or aborted
+	err  error // the result of commit
+}
+
+// createAtomic creates the temporary file for path, in the same directory
+// so that the rename is atomic.
+func createAtomic(path string) (*atomicFile, error) {
+	dir, base := filepath.Split(path)
+	var f fileWriter
+	var err error
+	for range 100 {
+		tmp := filepath.Join(dir, "."+base+".tmp"+strconv.FormatUint(rand.Uint64(), 36))
+		f, err = createTemp(tmp)
+		if !errors.Is(err, os.ErrExist) {
+			break
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &atomicFile{f: f, path: path}, nil
+}
+
+// abort closes and removes the temporary file, unless it was committed.
+func (a *atomicFile) abort() {
+	if a.done {
+		return
+	}
+	a.done = true
+	a.err = ErrClosed
+	a.f.Close()
+	os.Remove(a.f.Name())
+}
+
+// commit syncs and closes the temporary file and renames it to the path;
+// on failure it removes it.
+func (a *atomicFile) commit() error {
+	if a.done {
+		return a.err
+	}
+	err := a.f.Sync()
+	if err == nil {
+		err = a.f.Close()
+		if err == nil {
+			err = os.Rename(a.f.Name(), a.path)
+		}
+	}
+	if err != nil {
+		a.abort()
+		a.err = err
+		return err
+	}
+	a.done = true
+	syncDir(filepath.Dir(a.path))
+	return nil
+}
+
+// syncDir makes a rename in dir durable where the platform allows; it is
+// best effort, since the new file is in place whatever it returns.
+func syncDir(dir string) {
+	if runtime.GOOS == "windows" || runtime.GOOS == "plan9" {
+		return
+	}
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+}
