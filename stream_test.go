@@ -386,3 +386,31 @@ func TestCreateFileDiskFailure(t *testing.T) {
 	assert.ErrorIs(t, fw.Close(), boom)
 	assertDir(t, dir)
 }
+
+// TestWriteTensorFromFile copies tensors from one file into another, which
+// the kernel may do without passing the bytes through user memory.
+func TestWriteTensorFromFile(t *testing.T) {
+	tensors := streamTensors()
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src.safetensors")
+	require.NoError(t, WriteFile(src, tensors, nil))
+	data, err := os.ReadFile(src)
+	require.NoError(t, err)
+	r, err := NewReader(data)
+	require.NoError(t, err)
+
+	f, err := os.Open(src)
+	require.NoError(t, err)
+	defer f.Close()
+	dst := filepath.Join(dir, "dst.safetensors")
+	fw, err := CreateFile(dst, specsOf(tensors), nil)
+	require.NoError(t, err)
+	for _, info := range r.Header().Tensors {
+		sr := io.NewSectionReader(f, int64(r.Header().DataOffset()+info.DataOffsets[0]), int64(info.DataOffsets[1]-info.DataOffsets[0]))
+		require.NoError(t, fw.WriteTensor(info.Name, sr))
+	}
+	require.NoError(t, fw.Close())
+	got, err := os.ReadFile(dst)
+	require.NoError(t, err)
+	assert.Equal(t, data, got)
+}
