@@ -170,14 +170,39 @@ func checkAccepted(t *testing.T, want verdict, r *Reader) {
 	assert.Equal(t, want.HeaderLen+prefixLen+h.DataLen(), uint64(want.Size))
 }
 
-func TestConformanceNewReader(t *testing.T) {
-	for _, f := range loadCorpus(t) {
-		t.Run(f.path, func(t *testing.T) {
-			r, err := NewReader(f.data)
-			checkVerdict(t, f.want, err)
-			if f.want.OK {
-				checkAccepted(t, f.want, r)
-				require.NoError(t, r.Close())
+// openers are the ways to get a Reader for a corpus file.
+var openers = []struct {
+	name string
+	open func(path string, data []byte) (*Reader, error)
+}{
+	{"NewReader", func(_ string, data []byte) (*Reader, error) { return NewReader(data) }},
+	{"Open", func(path string, _ []byte) (*Reader, error) { return Open(path) }},
+	{"Open_ReadAll", func(path string, _ []byte) (*Reader, error) { return Open(path, ReadAll()) }},
+	{"NewReaderAt", func(_ string, data []byte) (*Reader, error) {
+		return NewReaderAt(bytes.NewReader(data), int64(len(data)))
+	}},
+}
+
+// TestConformance checks every corpus file through every way of reading it:
+// the same verdict, tensors and metadata.
+func TestConformance(t *testing.T) {
+	files := loadCorpus(t)
+	for _, o := range openers {
+		t.Run(o.name, func(t *testing.T) {
+			for _, f := range files {
+				t.Run(f.path, func(t *testing.T) {
+					r, err := o.open(filepath.Join(corpusDir, f.path), f.data)
+					checkVerdict(t, f.want, err)
+					if f.want.OK {
+						checkAccepted(t, f.want, r)
+						require.NoError(t, r.Close())
+						require.NoError(t, r.Close())
+						if len(f.want.Tensors) > 0 {
+							_, err := r.Tensor(f.want.Tensors[0].Name)
+							assert.ErrorIs(t, err, ErrClosed)
+						}
+					}
+				})
 			}
 		})
 	}

@@ -319,3 +319,99 @@ func Example_merge() {
 	// Output:
 	// [x y] map[merged:2]
 }
+
+func ExampleOpen() {
+	r, err := safetensors.Open("testdata/conformance/valid/metadata_present.safetensors")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer r.Close() // unmaps: use the tensors' Data before
+	w, err := r.Tensor("w")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(w.DType, w.Shape, len(w.Data))
+	// Output:
+	// F32 [2 2] 16
+}
+
+func ExampleNewReaderAt() {
+	var buf bytes.Buffer
+	err := safetensors.Write(&buf, []safetensors.Tensor{
+		{Name: "ids", DType: safetensors.I64, Shape: []uint64{2}, Data: []byte{1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0}},
+	}, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Any io.ReaderAt: a file, an object in remote storage (see
+	// examples/remote), here bytes in memory.
+	r, err := safetensors.NewReaderAt(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	t, err := r.Tensor("ids") // read now, into new memory
+	if err != nil {
+		log.Fatal(err)
+	}
+	ids, err := safetensors.Values[int64](t, nil)
+	fmt.Println(ids, err)
+	// Output:
+	// [1 2] <nil>
+}
+
+func ExampleView() {
+	var buf bytes.Buffer
+	err := safetensors.Write(&buf, []safetensors.Tensor{
+		{Name: "w", DType: safetensors.F32, Shape: []uint64{3}, Data: float32Bytes(0.5, 1.5, 2.5)},
+	}, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	r, err := safetensors.NewReader(buf.Bytes())
+	if err != nil {
+		log.Fatal(err)
+	}
+	t, err := r.Tensor("w")
+	if err != nil {
+		log.Fatal(err)
+	}
+	w, err := safetensors.View[float32](t) // no copy: w shares buf's bytes
+	if errors.Is(err, safetensors.ErrNoView) {
+		w, err = safetensors.Values[float32](t, nil) // a copy, always possible
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(w)
+	_, err = safetensors.View[int32](t)
+	fmt.Println(err)
+	// Output:
+	// [0.5 1.5 2.5]
+	// safetensors: tensor "w": element type does not match the dtype: F32 elements are float32, not int32
+}
+
+func ExampleTensor_Slice() {
+	// A 3x4 matrix of U8 holding 0 to 11.
+	m := safetensors.Tensor{Name: "m", DType: safetensors.U8, Shape: []uint64{3, 4}, Data: []byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}}
+
+	row, err := m.Slice(safetensors.At(1)) // m[1]
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(row.Shape, row.AppendTo(nil))
+
+	cols, err := m.Slice(safetensors.All(), safetensors.Range(1, 3)) // m[:, 1:3]
+	if err != nil {
+		log.Fatal(err)
+	}
+	for chunk := range cols.Chunks() { // one run of the matrix's bytes per row
+		fmt.Println(chunk)
+	}
+	fmt.Println(cols.Shape, cols.AppendTo(nil))
+	// Output:
+	// [4] [4 5 6 7]
+	// [1 2]
+	// [5 6]
+	// [9 10]
+	// [3 2] [1 2 5 6 9 10]
+}

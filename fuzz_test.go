@@ -12,8 +12,8 @@ import (
 
 // FuzzNewReader parses any input. When the input is accepted, every tensor
 // must be readable and Write of what was read must give a file that reads
-// back the same; the verdict must agree with Strict, with ReadHeader and with
-// encoding/json's syntax check. No input may panic.
+// back the same; the verdict must agree with NewReaderAt, Strict, ReadHeader
+// and encoding/json's syntax check. No input may panic.
 func FuzzNewReader(f *testing.F) {
 	for _, dir := range []string{"valid", "invalid"} {
 		names, _ := filepath.Glob(filepath.Join(corpusDir, dir, "*.safetensors"))
@@ -30,6 +30,10 @@ func FuzzNewReader(f *testing.F) {
 		r, err := NewReader(data)
 		strict, strictErr := NewReader(data, Strict())
 		h, headerErr := ReadHeader(bytes.NewReader(data))
+		at, atErr := NewReaderAt(bytes.NewReader(data), int64(len(data)))
+		if (err == nil) != (atErr == nil) || err != nil && matching(err)[0] != matching(atErr)[0] {
+			t.Fatalf("NewReaderAt: %v, NewReader: %v", atErr, err)
+		}
 		if err != nil {
 			if m := matching(err); len(m) != 1 {
 				t.Fatalf("error %q matches %d sentinels", err, len(m))
@@ -53,8 +57,8 @@ func FuzzNewReader(f *testing.F) {
 		if !json.Valid(data[prefixLen : prefixLen+n]) {
 			t.Fatalf("accepted a header encoding/json finds invalid: %q", data[prefixLen:prefixLen+n])
 		}
-		if !equalHeaders(r.Header(), h) {
-			t.Fatalf("ReadHeader gives another header")
+		if !equalHeaders(r.Header(), h) || !equalHeaders(r.Header(), at.Header()) {
+			t.Fatalf("ReadHeader or NewReaderAt gives another header")
 		}
 		if strictErr == nil && !equalHeaders(r.Header(), strict.Header()) {
 			t.Fatalf("Strict gives another header")

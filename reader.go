@@ -1,21 +1,57 @@
 package safetensors
 
 import (
+	"errors"
+	"fmt"
+	"io"
 	"maps"
+	"os"
 	"slices"
 	"sync/atomic"
 )
 
-// A Reader gives access to the tensors of one safetensors file.
+// A Reader gives access to the tensors of one safetensors file. There are
+// three ways to get one:
+//
+//   - [Open] maps a file into memory; tensors are slices of the mapping.
+//   - [NewReader] wraps a whole file held in memory; tensors are slices of it.
+//   - [NewReaderAt] reads the header through an io.ReaderAt, such as a remote
+//     object, and each tensor's bytes when it is asked for, into new memory.
+//
+// All three validate the whole file as the reference does before returning,
+// and give the same verdict, tensors and metadata for every file.
 //
 // A Reader is safe for use by several goroutines at once: Tensor, Tensors,
-// Names, Metadata and Header may be called concurrently. Close must not be
-// called concurrently with them.
+// Names, Metadata, Header and Prefetch may be called concurrently, as may
+// View, Values and Slice on the tensors they return. Close must not be called
+// concurrently with them.
 type Reader struct {
-	h      *parsedHeader
-	data   []byte // the data section
+	h    *parsedHeader
+	data []byte // the data section, for Open and NewReader
+
+	mapping []byte       // the whole mapped file, for Open with mmap
+	release func() error // unmaps, or nil
+
+	ra   io.ReaderAt // for NewReaderAt
+	base int64       // the data section's offset in ra
+
 	closed atomic.Bool
 }
+
+// ReadAll returns an option that makes Open read the file into memory rather
+// than map it: for network file systems, where mapped reads can be many
+// times slower, or when tensors must stay valid after Close or if the file
+// is truncated. Open reads only the data section, once, with ReadAt.
+func ReadAll() ReadOption {
+	return func(c *readConfig) error {
+		c.readAll = true
+		return nil
+	}
+}
+
+// headerProbe is how much the first read of a header through an io.ReaderAt
+// asks for: enough for the header of most files, so that one read does.
+const headerProbe = 64 << 10
 
 // NewReader parses and validates data, the whole image of a safetensors file,
 // and returns a Reader whose tensors are slices of data: no tensor byte is
@@ -45,11 +81,159 @@ func NewReader(data []byte, opts ...ReadOption) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	rest := data[prefixLen+n:]
-	if end := h.DataLen(); end != uint64(len(rest)) {
-		return nil, errorf(ErrIncompleteBuffer, "the tensors cover %d bytes but the data section is %d bytes", end, len(rest))
+	if err := checkDataLen(h, uint64(len(data))); err != nil {
+		return nil, err
 	}
-	return &Reader{h: h, data: rest}, nil
+	return &Reader{h: h, data: data[prefixLen+n:]}, nil
+}
+
+// checkDataLen checks that a file of the given size ends where the last
+// tensor does.
+func checkDataLen(h *parsedHeader, size uint64) error {
+	if rest := size - h.DataOffset(); h.DataLen() != rest {
+		return errorf(ErrIncompleteBuffer, "the tensors cover %d bytes but the data section is %d bytes", h.DataLen(), rest)
+	}
+	return nil
+}
+
+// readHeaderAt reads and validates the header of the file of the given size
+// that r holds, with at most two calls of ReadAt: one of up to headerProbe
+// bytes, and one for the rest of a longer header.
+func readHeaderAt(r io.ReaderAt, size int64, cfg *readConfig) (*parsedHeader, error) {
+	if size < prefixLen {
+		return nil, errorf(ErrHeaderTooSmall, "file is %d bytes, shorter than the %d-byte header length", max(size, 0), prefixLen)
+	}
+	buf := make([]byte, min(size, headerProbe))
+	if err := readFullAt(r, buf, 0); err != nil {
+		return nil, err
+	}
+	n, err := headerLen(buf, size)
+	if err != nil {
+		return nil, err
+	}
+	if end := prefixLen + int64(n); end > int64(len(buf)) {
+		// n is at most MaxHeaderSize and within the file.
+		buf = append(buf, make([]byte, end-int64(len(buf)))...)
+		if err := readFullAt(r, buf[headerProbe:], headerProbe); err != nil {
+			return nil, err
+		}
+	}
+	h, err := parseHeader(buf[prefixLen:prefixLen+n], cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkDataLen(h, uint64(size)); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// readFullAt fills p from r at off. A source shorter than it claimed to be
+// gives an error wrapping io.ErrUnexpectedEOF.
+func readFullAt(r io.ReaderAt, p []byte, off int64) error {
+	n, err := r.ReadAt(p, off)
+	if n == len(p) {
+		return nil // io.ReaderAt may return io.EOF with the last bytes
+	}
+	if err == nil || err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return fmt.Errorf("%sreading %d bytes at offset %d: got %d: %w", prefix, len(p), off, n, err)
+}
+
+// NewReaderAt reads and validates the header of the safetensors file of the
+// given size that r holds, and returns a Reader that reads each tensor's
+// bytes from r when asked for it. The header takes at most two calls of
+// ReadAt: one for the first 64 KiB, which hold the whole header of most
+// files, and one for the rest of a longer one. Tensors read this way are
+// copies in new memory, and remain valid after Close.
+//
+// r may be any random-access source: an *os.File, an in-memory
+// *bytes.Reader, or an HTTP object read with range requests (see
+// examples/remote). It must allow concurrent ReadAt calls, as io.ReaderAt
+// requires, for the Reader to be used from several goroutines. NewReaderAt
+// gives the same verdict as NewReader.
+func NewReaderAt(r io.ReaderAt, size int64, opts ...ReadOption) (*Reader, error) {
+	cfg, err := newReadConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	h, err := readHeaderAt(r, size, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Reader{h: h, ra: r, base: int64(h.DataOffset())}, nil
+}
+
+// Open opens the named safetensors file and validates it as NewReader does,
+// reading only the header. On Unix and Windows it then maps the file into
+// memory, read-only, so that tensors are slices of the mapping: opening a
+// file of tens of gigabytes costs what its header costs, and the pages of a
+// tensor are read from disk when it is first touched. Elsewhere (js, wasip1,
+// plan9), or with the ReadAll option, it reads the data section into memory.
+//
+// The mapping lives until Close: the Data of a Tensor obtained from the
+// Reader must not be used after Close, which unmaps it. Neither may the file
+// be truncated while it is mapped; the system would stop the program on
+// access to the missing pages. Use ReadAll where that may happen.
+//
+// Open fails for an empty file (ErrHeaderTooSmall), a path that is not a
+// regular file, and a file whose size changes while it is opened.
+func Open(path string, opts ...ReadOption) (*Reader, error) {
+	cfg, err := newReadConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("%snot a regular file (mode %v)", prefix, info.Mode())}
+	}
+	size := info.Size()
+	h, err := readHeaderAt(f, size, cfg)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	r := &Reader{h: h}
+	if cfg.readAll || !mmapSupported {
+		if h.DataLen() > maxInt {
+			return nil, &os.PathError{Op: "open", Path: path, Err: errTooLarge(size)}
+		}
+		r.data = make([]byte, h.DataLen())
+		if err := readFullAt(f, r.data, int64(h.DataOffset())); err != nil {
+			return nil, &os.PathError{Op: "read", Path: path, Err: fmt.Errorf("%sthe file changed while it was read: %w", prefix, err)}
+		}
+	} else if size > 0 {
+		m, unmap, err := mapFile(f, size)
+		if err != nil {
+			return nil, err
+		}
+		r.mapping, r.release = m, unmap
+		r.data = m[h.DataOffset():]
+	}
+	// A file that shrank while it was opened would crash the program when
+	// its missing pages were touched.
+	if after, err := f.Stat(); err != nil || after.Size() != size {
+		r.Close()
+		if err == nil {
+			err = fmt.Errorf("%sthe file changed size from %d to %d bytes while it was opened", prefix, size, after.Size())
+		}
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	return r, nil
+}
+
+// errTooLarge is the error for a file that does not fit in the address
+// space.
+func errTooLarge(size int64) error {
+	return fmt.Errorf("%sa file of %d bytes does not fit in this platform's memory; open it with NewReaderAt", prefix, size)
 }
 
 // Header returns the parsed header. It is shared by the Reader and must not
@@ -71,8 +255,10 @@ func (r *Reader) Names() []string {
 // none or null, empty but not nil when it is {}.
 func (r *Reader) Metadata() map[string]string { return maps.Clone(r.h.Metadata) }
 
-// Tensor returns the named tensor. Its Data aliases the Reader's memory.
-// An unknown name gives a *TensorError wrapping ErrTensorNotFound.
+// Tensor returns the named tensor. From Open and NewReader its Data is a
+// slice of the Reader's memory, read-only; from NewReaderAt it is read from
+// the source into new memory. An unknown name gives a *TensorError wrapping
+// ErrTensorNotFound.
 func (r *Reader) Tensor(name string) (Tensor, error) {
 	if r.closed.Load() {
 		return Tensor{}, ErrClosed
@@ -81,34 +267,86 @@ func (r *Reader) Tensor(name string) (Tensor, error) {
 	if i < 0 {
 		return Tensor{}, &TensorError{Name: name, Err: ErrTensorNotFound}
 	}
-	return r.tensor(i), nil
+	return r.tensor(i)
 }
 
-// Tensors returns every tensor in file order. Their Data alias the Reader's
-// memory.
+// Tensors returns every tensor in file order; see Tensor.
 func (r *Reader) Tensors() ([]Tensor, error) {
 	if r.closed.Load() {
 		return nil, ErrClosed
 	}
 	ts := make([]Tensor, len(r.h.Tensors))
 	for i := range ts {
-		ts[i] = r.tensor(i)
+		var err error
+		if ts[i], err = r.tensor(i); err != nil {
+			return nil, err
+		}
 	}
 	return ts, nil
 }
 
 // tensor returns the i-th tensor in file order.
-func (r *Reader) tensor(i int) Tensor {
+func (r *Reader) tensor(i int) (Tensor, error) {
 	t := &r.h.Tensors[i]
 	b, e := t.DataOffsets[0], t.DataOffsets[1]
-	return Tensor{Name: t.Name, DType: t.DType, Shape: t.Shape, Data: r.data[b:e:e]}
+	out := Tensor{Name: t.Name, DType: t.DType, Shape: t.Shape}
+	if r.ra == nil {
+		out.Data = r.data[b:e:e]
+		return out, nil
+	}
+	if e-b > uint64(maxInt) {
+		return Tensor{}, &TensorError{Name: t.Name, Err: errTooLarge(int64(e - b))}
+	}
+	out.Data = make([]byte, e-b)
+	if err := readFullAt(r.ra, out.Data, r.base+int64(b)); err != nil {
+		return Tensor{}, &TensorError{Name: t.Name, Err: err}
+	}
+	return out, nil
 }
 
-// Close marks the Reader closed: later calls of Tensor and Tensors return
-// ErrClosed. A Reader from NewReader holds no resource, so Close only does
-// that; the Tensors obtained before stay valid as long as the caller's data
-// does. Close may be called more than once and always returns nil.
+// maxInt is the largest int, as a uint64.
+const maxInt = uint64(^uint(0) >> 1)
+
+// Prefetch asks the operating system to start reading the named tensors, or
+// all of them if no name is given, into memory, so that the first touches
+// of their bytes do not wait for the disk: a hint for loaders that know what
+// they will read next. It applies to a file Open mapped, on Linux
+// (madvise MADV_WILLNEED); elsewhere it does nothing, as for a Reader whose
+// data is already in memory or read on demand.
+func (r *Reader) Prefetch(names ...string) error {
+	if r.closed.Load() {
+		return ErrClosed
+	}
+	if r.mapping == nil {
+		return nil
+	}
+	base := int(r.h.DataOffset())
+	if len(names) == 0 {
+		return adviseWillNeed(r.mapping, base, len(r.mapping))
+	}
+	var errs []error
+	for _, name := range names {
+		i := r.h.index.find(r.h.Tensors, name)
+		if i < 0 {
+			errs = append(errs, &TensorError{Name: name, Err: ErrTensorNotFound})
+			continue
+		}
+		t := &r.h.Tensors[i]
+		errs = append(errs, adviseWillNeed(r.mapping, base+int(t.DataOffsets[0]), base+int(t.DataOffsets[1])))
+	}
+	return errors.Join(errs...)
+}
+
+// Close releases the Reader: a Reader from Open unmaps the file, so the
+// Data of the Tensors obtained from it must not be used after Close. Later
+// calls of Tensor, Tensors and Prefetch return ErrClosed; Header, Names and
+// Metadata still work. A Reader from NewReader holds no resource, and its
+// Tensors stay valid as long as the caller's bytes do; those read through
+// NewReaderAt are copies and stay valid too. Close may be called more than
+// once; it returns the error of unmapping, the first time.
 func (r *Reader) Close() error {
-	r.closed.Store(true)
-	return nil
+	if r.closed.Swap(true) || r.release == nil {
+		return nil
+	}
+	return r.release()
 }

@@ -13,14 +13,29 @@
 //
 // # Reading
 //
-// [NewReader] parses and validates a whole file held in memory; the Data of
-// every [Tensor] it returns is a slice of that memory, so nothing is copied.
-// [ReadHeader] reads only the prefix and the header from a stream, for tools
-// that list a file's tensors. Both give exactly the verdict of the reference
-// implementation (the Hugging Face Rust crate) on every file: the same files
-// are accepted, with the same error for the others, matched by the sentinel
-// errors with errors.Is. The [Strict] option also rejects what the format
-// description forbids but the reference tolerates.
+// There are three ways to read a file, and one to read only its header:
+//
+//   - [Open] maps a file into memory: opening costs what the header costs,
+//     and tensors are slices of the mapping, read from disk when touched.
+//     The ReadAll option reads the data into memory instead.
+//   - [NewReader] wraps a whole file already in memory; tensors are slices
+//     of it.
+//   - [NewReaderAt] reads through any io.ReaderAt, such as an object in
+//     remote storage: the header with at most two reads, each tensor when
+//     asked for, into new memory.
+//   - [ReadHeader] reads the prefix and the header from a stream, for tools
+//     that list a file's tensors.
+//
+// All of them give exactly the verdict of the reference implementation (the
+// Hugging Face Rust crate) on every file: the same files are accepted, with
+// the same error for the others, matched by the sentinel errors with
+// errors.Is. The [Strict] option also rejects what the format description
+// forbids but the reference tolerates.
+//
+// A [Tensor]'s Data holds its little-endian bytes. [View] sees them as a
+// []float32, []uint16, ... without copying; [Values] decodes them into a new
+// slice. [Tensor.Slice] selects part of a tensor, as the reference's
+// get_slice does, as runs of its bytes.
 //
 // # Writing
 //
@@ -52,13 +67,14 @@
 // [reference implementation]: https://github.com/huggingface/safetensors/tree/main/safetensors
 package safetensors
 
-// A ReadOption changes how a file is parsed. Pass options to [NewReader] and
-// [ReadHeader].
+// A ReadOption changes how a file is read. Pass options to [Open],
+// [NewReader], [NewReaderAt] and [ReadHeader].
 type ReadOption func(*readConfig) error
 
 // readConfig holds the settings of ReadOptions.
 type readConfig struct {
-	strict bool
+	strict  bool
+	readAll bool
 }
 
 func newReadConfig(opts []ReadOption) (*readConfig, error) {

@@ -1,0 +1,191 @@
+package safetensors
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestSliceReference is the reference's test_slicing: attn.0, F32 of shape
+// [1, 2, 3] holding 0 to 5, sliced (.., ..1).
+func TestSliceReference(t *testing.T) {
+	var data []byte
+	for i := range 6 {
+		data = binary.LittleEndian.AppendUint32(data, math.Float32bits(float32(i)))
+	}
+	tensor := Tensor{Name: "attn.0", DType: F32, Shape: []uint64{1, 2, 3}, Data: data}
+	s, err := tensor.Slice(All(), Range(0, 1))
+	require.NoError(t, err)
+	assert.Equal(t, []uint64{1, 1, 3}, s.Shape)
+	assert.Equal(t, []byte{0, 0, 0, 0, 0, 0, 128, 63, 0, 0, 0, 64}, s.AppendTo(nil))
+}
+
+// naiveSlice selects the elements one by one, the way the definition reads:
+// every element whose position in each dimension is selected, in row-major
+// order. It is the independent reference for Slice.
+func naiveSlice(shape []uint64, elem int, data []byte, lo, hi []uint64) []byte {
+	var out []byte
+	pos := make([]uint64, len(shape))
+	total := uint64(1)
+	for _, d := range shape {
+		total *= d
+	}
+	for flat := uint64(0); flat < total; flat++ {
+		rest := flat
+		for i := len(shape) - 1; i >= 0; i-- {
+			pos[i] = rest % shape[i]
+			rest /= shape[i]
+		}
+		in := true
+		for i := range shape {
+			in = in && pos[i] >= lo[i] && pos[i] < hi[i]
+		}
+		if in {
+			out = append(out, data[flat*uint64(elem):(flat+1)*uint64(elem)]...)
+		}
+	}
+	return out
+}
+
+func TestSliceRandom(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for iter := range 3000 {
+		rank := r.IntN(5)
+		shape := make([]uint64, rank)
+		for i := range shape {
+			shape[i] = uint64(r.IntN(5))
+		}
+		d := []DType{U8, I16, F32, F64}[r.IntN(4)]
+		size, err := byteSize(d, shape)
+		require.NoError(t, err)
+		data := le8(int(size), byte(iter))
+		tensor := Tensor{Name: "t", DType: d, Shape: shape, Data: data}
+
+		var idx []Index
+		lo, hi := make([]uint64, rank), make([]uint64, rank)
+		var wantShape []uint64
+		n := r.IntN(rank + 1)
+		for i := range rank {
+			lo[i], hi[i] = 0, shape[i]
+			if i >= n {
+				wantShape = append(wantShape, shape[i])
+				continue
+			}
+			switch {
+			case r.IntN(3) == 0:
+				idx = append(idx, All())
+				wantShape = append(wantShape, shape[i])
+			case r.IntN(2) == 0 && shape[i] > 0:
+				p := uint64(r.IntN(int(shape[i])))
+				idx = append(idx, At(p))
+				lo[i], hi[i] = p, p+1
+			default:
+				a := uint64(r.IntN(int(shape[i]) + 1))
+				b := a + uint64(r.IntN(int(shape[i]-a)+1))
+				idx = append(idx, Range(a, b))
+				lo[i], hi[i] = a, b
+				wantShape = append(wantShape, b-a)
+			}
+		}
+		desc := fmt.Sprintf("shape %v %v idx %v", shape, d, idx)
+		s, err := tensor.Slice(idx...)
+		require.NoError(t, err, desc)
+		want := naiveSlice(shape, d.Bits()/8, data, lo, hi)
+		got := s.AppendTo(nil)
+		assert.Equal(t, len(want), len(got), desc)
+		assert.Equal(t, want, got, desc)
+		assert.Equal(t, uint64(len(want)), s.Len(), desc)
+		if wantShape == nil {
+			wantShape = []uint64{}
+		}
+		assert.Equal(t, wantShape, s.Shape, desc)
+		// Every chunk is a piece of the tensor's own bytes.
+		start := uintptr(unsafe.Pointer(unsafe.SliceData(data)))
+		for chunk := range s.Chunks() {
+			p := uintptr(unsafe.Pointer(unsafe.SliceData(chunk)))
+			assert.True(t, p >= start && p+uintptr(len(chunk)) <= start+uintptr(len(data)), desc)
+			assert.NotEmpty(t, chunk, desc)
+		}
+		assert.Equal(t, Tensor{Name: "t", DType: d, Shape: wantShape, Data: got}, withEmpty(s.Tensor()), desc)
+	}
+}
+
+func withEmpty(t Tensor) Tensor {
+	if len(t.Data) == 0 {
+		t.Data = nil
+	}
+	return t
+}
+
+// TestSliceChunks checks that the chunks are as long as the selection allows.
+func TestSliceChunks(t *testing.T) {
+	tensor := Tensor{Name: "m", DType: F32, Shape: []uint64{4, 5, 6}, Data: le8(4*5*6*4, 1)}
+	count := func(idx ...Index) int {
+		s, err := tensor.Slice(idx...)
+		require.NoError(t, err)
+		n := 0
+		for range s.Chunks() {
+			n++
+		}
+		return n
+	}
+	assert.Equal(t, 1, count())
+	assert.Equal(t, 1, count(Range(1, 3)), "whole rows are one run")
+	assert.Equal(t, 1, count(At(2), Range(1, 4)))
+	assert.Equal(t, 4, count(All(), At(1)))
+	assert.Equal(t, 4*5, count(All(), All(), Range(0, 2)))
+	assert.Equal(t, 0, count(Range(2, 2)))
+
+	// Stopping early.
+	s, _ := tensor.Slice(All(), All(), At(0))
+	n := 0
+	for range s.Chunks() {
+		n++
+		if n == 3 {
+			break
+		}
+	}
+	assert.Equal(t, 3, n)
+}
+
+func TestSliceErrors(t *testing.T) {
+	tensor := Tensor{Name: "m", DType: F32, Shape: []uint64{2, 3}, Data: le8(24, 1)}
+	for _, tt := range []struct {
+		idx    []Index
+		detail string
+	}{
+		{[]Index{All(), All(), All()}, "3 indices for 2 dimensions"},
+		{[]Index{At(2)}, "index 2 of dimension 0 is out of range [0, 2)"},
+		{[]Index{All(), Range(1, 4)}, "range [1, 4) of dimension 1 is out of range [0, 3]"},
+		{[]Index{Range(2, 1)}, "starts after it stops"},
+	} {
+		_, err := tensor.Slice(tt.idx...)
+		require.ErrorIs(t, err, ErrInvalidSlice, tt.detail)
+		assert.Contains(t, err.Error(), tt.detail)
+		assert.Contains(t, err.Error(), `tensor "m"`)
+	}
+	_, err := Tensor{Name: "s", DType: F32, Shape: []uint64{}, Data: le8(4, 1)}.Slice(At(0))
+	assert.ErrorIs(t, err, ErrInvalidSlice, "a scalar has no dimension")
+	_, err = Tensor{DType: F32, Shape: []uint64{3}, Data: le8(8, 1)}.Slice()
+	assert.ErrorIs(t, err, ErrSizeMismatch)
+
+	// Packed F4: two elements a byte.
+	f4 := Tensor{Name: "q", DType: F4, Shape: []uint64{4, 4}, Data: le8(8, 1)}
+	s, err := f4.Slice(At(1))
+	require.NoError(t, err)
+	assert.Equal(t, f4.Data[2:4], s.AppendTo(nil))
+	_, err = f4.Slice(All(), Range(1, 2))
+	assert.ErrorIs(t, err, ErrMisalignedSlice)
+	f4odd := Tensor{Name: "q", DType: F4, Shape: []uint64{2, 3}, Data: le8(3, 1)}
+	_, err = f4odd.Slice(At(1))
+	assert.ErrorIs(t, err, ErrMisalignedSlice)
+	s, err = f4odd.Slice(Range(0, 2))
+	require.NoError(t, err)
+	assert.Equal(t, f4odd.Data, s.AppendTo(nil))
+}
