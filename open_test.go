@@ -93,6 +93,16 @@ func TestOpenErrors(t *testing.T) {
 		assert.ErrorContains(t, err, "not a regular file")
 	}
 
+	// A file that shrinks while Open maps it.
+	for _, opts := range [][]ReadOption{nil, {ReadAll()}} {
+		path := writeTemp(t, generateModel(t, 50))
+		testHookOpened = func(*os.File) { require.NoError(t, os.Truncate(path, 100)) }
+		_, err = Open(path, opts...)
+		testHookOpened = nil
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "changed size")
+	}
+
 	// A file cut short: the verdict, not a crash.
 	data := generateModel(t, 50)
 	cut := writeTemp(t, data[:len(data)-10])

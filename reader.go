@@ -220,6 +220,9 @@ func Open(path string, opts ...ReadOption) (*Reader, error) {
 	}
 	// A file that shrank while it was opened would crash the program when
 	// its missing pages were touched.
+	if testHookOpened != nil {
+		testHookOpened(f)
+	}
 	if after, err := f.Stat(); err != nil || after.Size() != size {
 		r.Close()
 		if err == nil {
@@ -229,6 +232,10 @@ func Open(path string, opts ...ReadOption) (*Reader, error) {
 	}
 	return r, nil
 }
+
+// testHookOpened, when set by a test, runs in Open between reading or
+// mapping the file and checking that its size did not change.
+var testHookOpened func(*os.File)
 
 // errTooLarge is the error for a file that does not fit in the address
 // space.
