@@ -50,14 +50,7 @@ type FileWriter struct {
 // to WriteTensor, Close removes the temporary file and leaves an existing
 // file at path as it was. Abort gives up explicitly.
 func CreateFile(path string, specs []TensorSpec, metadata map[string]string, opts ...WriteOption) (*FileWriter, error) {
-	cfg, err := newWriteConfig(opts)
-	if err != nil {
-		return nil, err
-	}
-	pl, err := makePlan(len(specs), func(i int) (string, DType, []uint64) {
-		s := &specs[i]
-		return s.Name, s.DType, s.Shape
-	}, metadata, cfg)
+	pl, err := planSpecs(specs, metadata, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -178,14 +178,7 @@ const (
 // and writes nothing if they are invalid. It does not buffer: for many small
 // writes, give it a bufio.Writer.
 func NewWriter(w io.Writer, specs []TensorSpec, metadata map[string]string, opts ...WriteOption) (*Writer, error) {
-	cfg, err := newWriteConfig(opts)
-	if err != nil {
-		return nil, err
-	}
-	pl, err := makePlan(len(specs), func(i int) (string, DType, []uint64) {
-		s := &specs[i]
-		return s.Name, s.DType, s.Shape
-	}, metadata, cfg)
+	pl, err := planSpecs(specs, metadata, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -453,6 +446,18 @@ func Write(w io.Writer, tensors []Tensor, metadata map[string]string, opts ...Wr
 		return err
 	}
 	return writeTensors(w, pl, tensors)
+}
+
+// planSpecs validates specs and metadata, and lays them out.
+func planSpecs(specs []TensorSpec, metadata map[string]string, opts []WriteOption) (*plan, error) {
+	cfg, err := newWriteConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	return makePlan(len(specs), func(i int) (string, DType, []uint64) {
+		s := &specs[i]
+		return s.Name, s.DType, s.Shape
+	}, metadata, cfg)
 }
 
 // planTensors validates tensors, their Data included, and metadata, and
