@@ -2,6 +2,9 @@ module github.com/safetensors-go/safetensors
 
 go 1.24
 
-require github.com/stretchr/testify v1.12.1
+require (
+	github.com/stretchr/testify v1.12.1
+	github.com/x448/float16 v0.8.4
+)
 
 require go.yaml.in/yaml/v3 v3.0.5 // indirect

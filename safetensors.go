@@ -34,8 +34,17 @@
 //
 // A [Tensor]'s Data holds its little-endian bytes. [View] sees them as a
 // []float32, []uint16, ... without copying; [Values] decodes them into a new
-// slice. [Tensor.Slice] selects part of a tensor, as the reference's
-// get_slice does, as runs of its bytes.
+// slice; [Tensor.Float32s] decodes any real dtype to float32, F16, BF16 and
+// the F8 types exactly. [Tensor.Slice] selects part of a tensor, as the
+// reference's get_slice does, as runs of its bytes.
+//
+// # Converting
+//
+// [F16ToF32], [BF16ToF32], [F32ToF16] and [F32ToBF16] convert single values,
+// exactly or with a chosen [Rounding]: to nearest even, as PyTorch and NumPy
+// do, or by truncation, as the Spark connector does. The bulk forms convert
+// slices and tensor bytes into a buffer the caller supplies, and
+// [TensorFromFloat32s] builds a tensor for writing.
 //
 // # Writing
 //
