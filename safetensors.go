@@ -44,7 +44,9 @@
 // exactly or with a chosen [Rounding]: to nearest even, as PyTorch and NumPy
 // do, or by truncation, as the Spark connector does. The bulk forms convert
 // slices and tensor bytes into a buffer the caller supplies, and
-// [TensorFromFloat32s] builds a tensor for writing.
+// [TensorFromFloat32s] builds a tensor for writing. On amd64 the bulk
+// conversions use F16C and AVX2 when the CPU has them; the purego build tag
+// keeps them in pure Go.
 //
 // # Writing
 //
