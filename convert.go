@@ -218,8 +218,20 @@ func grow[T any](dst []T, n int) []T {
 	return dst[:n]
 }
 
-// The pure-Go bulk loops; assembly replaces some of them where the CPU
-// allows.
+// The bulk conversions: the pure-Go loops, which assembly replaces at
+// start-up where the CPU allows (convert_amd64.go).
+var (
+	f16ToF32s       = f16ToF32sGo
+	bf16ToF32s      = bf16ToF32sGo
+	f32ToF16s       = f32ToF16sGo
+	f32ToBF16s      = f32ToBF16sGo
+	f16BytesToF32s  = f16BytesToF32sGo
+	bf16BytesToF32s = bf16BytesToF32sGo
+	f32sToF16Bytes  = f32sToF16BytesGo
+	f32sToBF16Bytes = f32sToBF16BytesGo
+)
+
+// The pure-Go bulk loops.
 
 // f16Table maps every F16 to its float32 bits, for the pure-Go bulk
 // decoding: 256 KiB, built on first use.

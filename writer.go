@@ -291,6 +291,15 @@ func copyN(dst io.Writer, src io.Reader, n uint64) (uint64, error) {
 	return done, nil
 }
 
+// copyError returns the error of copying n of the size bytes of the named
+// tensor: a source that ended early is a size mismatch.
+func copyError(name string, n, size uint64, err error) error {
+	if err == io.ErrUnexpectedEOF {
+		return tensorErrorf(name, ErrSizeMismatch, "the source ended after %d of %d bytes: %w", n, size, io.ErrUnexpectedEOF)
+	}
+	return &TensorError{Name: name, Err: err}
+}
+
 // WriteTensor writes the named tensor's bytes, read from r: exactly as many
 // as its shape and dtype need (r may hold more). The tensor must be the one
 // whose bytes come next, that is the sequential writes so far must end
@@ -317,12 +326,7 @@ func (w *Writer) WriteTensor(name string, r io.Reader) error {
 	n, err := copyN(w.w, r, size)
 	w.off += n
 	if err != nil {
-		if err == io.ErrUnexpectedEOF {
-			err = tensorErrorf(name, ErrSizeMismatch, "the source ended after %d of %d bytes: %w", n, size, io.ErrUnexpectedEOF)
-		} else {
-			err = &TensorError{Name: name, Err: err}
-		}
-		return w.fail(err)
+		return w.fail(copyError(name, n, size, err))
 	}
 	return nil
 }
@@ -372,12 +376,7 @@ func (w *Writer) WriteTensorAt(name string, r io.Reader) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err != nil {
-		if err == io.ErrUnexpectedEOF {
-			err = tensorErrorf(name, ErrSizeMismatch, "the source ended after %d of %d bytes: %w", n, size, io.ErrUnexpectedEOF)
-		} else {
-			err = &TensorError{Name: name, Err: err}
-		}
-		return w.fail(err)
+		return w.fail(copyError(name, n, size, err))
 	}
 	w.at[i] = atWritten
 	return nil
