@@ -370,15 +370,9 @@ func TestCreateFileDiskFailure(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "model.safetensors")
 	boom := errors.New("no space left on device")
-	saved := createTemp
-	defer func() { createTemp = saved }()
-	createTemp = func(name string) (fileWriter, error) {
-		f, err := saved(name)
-		if err != nil {
-			return nil, err
-		}
-		return &fakeFile{File: f.(*os.File), w: io.MultiWriter(f, &failingWriter{n: 600, err: boom})}, nil
-	}
+	wrapTemp(t, func(f *os.File) (fileWriter, error) {
+		return &fakeFile{File: f, w: io.MultiWriter(f, &failingWriter{n: 600, err: boom})}, nil
+	})
 	fw, err := CreateFile(path, specsOf(tensors), nil)
 	require.NoError(t, err)
 	_, err = io.Copy(fw, bytes.NewReader(dataInOrder(t, fw.Header(), tensors)))

@@ -271,6 +271,20 @@ func (f *fakeFile) Close() error {
 	return err
 }
 
+// wrapTemp makes the temporary files of WriteFile and CreateFile go through
+// wrap, for the rest of the test.
+func wrapTemp(t *testing.T, wrap func(*os.File) (fileWriter, error)) {
+	saved := createTemp
+	t.Cleanup(func() { createTemp = saved })
+	createTemp = func(name string) (fileWriter, error) {
+		f, err := saved(name)
+		if err != nil {
+			return nil, err
+		}
+		return wrap(f.(*os.File))
+	}
+}
+
 // TestWriteFileFailures simulates a disk that fails at each step and checks
 // that the existing file is untouched and no temporary file is left.
 func TestWriteFileFailures(t *testing.T) {
@@ -299,15 +313,7 @@ func TestWriteFileFailures(t *testing.T) {
 			path := filepath.Join(dir, "model.safetensors")
 			require.NoError(t, os.WriteFile(path, []byte("old contents"), 0o644))
 
-			saved := createTemp
-			defer func() { createTemp = saved }()
-			createTemp = func(name string) (fileWriter, error) {
-				f, err := saved(name)
-				if err != nil {
-					return nil, err
-				}
-				return tt.make(f.(*os.File))
-			}
+			wrapTemp(t, tt.make)
 			err := WriteFile(path, tensors, nil)
 			require.Error(t, err)
 			if tt.name == "create" {
