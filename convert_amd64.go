@@ -19,17 +19,21 @@ func f16ToF32AVX2(dst, src unsafe.Pointer, n int)
 //go:noescape
 func bf16ToF32AVX2(dst, src unsafe.Pointer, n int)
 
+// Each converts n elements, a multiple of 32, from src to dst, with
+// non-temporal stores if stream is true, which needs dst aligned to 64
+// bytes.
+//
 //go:noescape
-func f32ToF16NearestAVX2(dst, src unsafe.Pointer, n int)
+func f32ToF16NearestAVX2(dst, src unsafe.Pointer, n int, stream bool)
 
 //go:noescape
-func f32ToF16TruncAVX2(dst, src unsafe.Pointer, n int)
+func f32ToF16TruncAVX2(dst, src unsafe.Pointer, n int, stream bool)
 
 //go:noescape
-func f32ToBF16NearestAVX2(dst, src unsafe.Pointer, n int)
+func f32ToBF16NearestAVX2(dst, src unsafe.Pointer, n int, stream bool)
 
 //go:noescape
-func f32ToBF16TruncAVX2(dst, src unsafe.Pointer, n int)
+func f32ToBF16TruncAVX2(dst, src unsafe.Pointer, n int, stream bool)
 
 // hasF16CAVX2 reports whether the CPU has F16C and AVX2 and the operating
 // system saves the AVX registers.
@@ -53,12 +57,12 @@ func hasF16CAVX2() bool {
 // useAsm reports whether the assembly is in use, for tests and benchmarks.
 var useAsm = hasF16CAVX2()
 
-// kernel is an assembly conversion of n elements, a multiple of 16.
-type kernel func(dst, src unsafe.Pointer, n int)
+// widen is an assembly conversion to float32 of n elements, a multiple of 16.
+type widen func(dst, src unsafe.Pointer, n int)
 
-// runPrefix runs k on the longest prefix of n elements that it takes, and
+// widenPrefix runs k on the longest prefix of n elements that it takes, and
 // returns its length; the caller converts the rest.
-func runPrefix(k kernel, dst, src unsafe.Pointer, n int) int {
+func widenPrefix(k widen, dst, src unsafe.Pointer, n int) int {
 	n &^= 15
 	if n > 0 {
 		k(dst, src, n)
@@ -66,19 +70,53 @@ func runPrefix(k kernel, dst, src unsafe.Pointer, n int) int {
 	return n
 }
 
-// toF16 and toBF16 return the kernels for a rounding.
-func toF16(r Rounding) kernel {
-	if r == Truncate {
-		return f32ToF16TruncAVX2
+// narrow is an assembly conversion from float32 of n elements, a multiple
+// of 32, optionally with non-temporal stores.
+type narrow func(dst, src unsafe.Pointer, n int, stream bool)
+
+// streamBytes is the result size from which the narrowing conversions write
+// around the cache: a result this large would evict most of the cache on
+// its way to memory, and reading each line before writing it costs a third
+// of the memory traffic. Below it, the result stays in the cache for its
+// reader.
+const streamBytes = 8 << 20
+
+// narrowPrefix converts, with k, a prefix of the n elements at src to the
+// 16-bit values at dst, and returns its length; the caller converts the
+// rest. If the result is large, it converts the elements before the first
+// 64-byte boundary of dst with the scalar one, so that k can stream.
+func narrowPrefix(k narrow, one func(float32) uint16, dst, src unsafe.Pointer, n int) int {
+	start := 0
+	stream := 2*n >= streamBytes && uintptr(dst)%2 == 0
+	if stream {
+		start = int(-uintptr(dst)%64) / 2
+		d := unsafe.Slice((*[2]byte)(dst), start)
+		for i, f := range unsafe.Slice((*float32)(src), start) {
+			h := one(f)
+			d[i] = [2]byte{byte(h), byte(h >> 8)}
+		}
 	}
-	return f32ToF16NearestAVX2
+	m := (n - start) &^ 31
+	if m > 0 {
+		k(unsafe.Add(dst, 2*start), unsafe.Add(src, 4*start), m, stream)
+	}
+	return start + m
 }
 
-func toBF16(r Rounding) kernel {
+// f16For and bf16For return the kernel and the scalar conversion for a
+// rounding.
+func f16For(r Rounding) (narrow, func(float32) uint16) {
 	if r == Truncate {
-		return f32ToBF16TruncAVX2
+		return f32ToF16TruncAVX2, func(f float32) uint16 { return F32ToF16(f, Truncate) }
 	}
-	return f32ToBF16NearestAVX2
+	return f32ToF16NearestAVX2, func(f float32) uint16 { return F32ToF16(f, RoundNearestEven) }
+}
+
+func bf16For(r Rounding) (narrow, func(float32) uint16) {
+	if r == Truncate {
+		return f32ToBF16TruncAVX2, func(f float32) uint16 { return F32ToBF16(f, Truncate) }
+	}
+	return f32ToBF16NearestAVX2, func(f float32) uint16 { return F32ToBF16(f, RoundNearestEven) }
 }
 
 // ptr returns the address of s's first element, or nil for an empty s.
@@ -96,35 +134,39 @@ func init() {
 	// The byte forms run the same kernels: the host is little-endian, and
 	// the assembly does not need aligned memory.
 	f16ToF32s = func(dst []float32, src []uint16) {
-		n := runPrefix(f16ToF32AVX2, ptr(dst), ptr(src), len(src))
+		n := widenPrefix(f16ToF32AVX2, ptr(dst), ptr(src), len(src))
 		f16ToF32sGo(dst[n:], src[n:])
 	}
 	bf16ToF32s = func(dst []float32, src []uint16) {
-		n := runPrefix(bf16ToF32AVX2, ptr(dst), ptr(src), len(src))
+		n := widenPrefix(bf16ToF32AVX2, ptr(dst), ptr(src), len(src))
 		bf16ToF32sGo(dst[n:], src[n:])
 	}
 	f16BytesToF32s = func(dst []float32, src []byte) {
-		n := runPrefix(f16ToF32AVX2, ptr(dst), ptr(src), len(src)/2)
+		n := widenPrefix(f16ToF32AVX2, ptr(dst), ptr(src), len(src)/2)
 		f16BytesToF32sGo(dst[n:], src[2*n:])
 	}
 	bf16BytesToF32s = func(dst []float32, src []byte) {
-		n := runPrefix(bf16ToF32AVX2, ptr(dst), ptr(src), len(src)/2)
+		n := widenPrefix(bf16ToF32AVX2, ptr(dst), ptr(src), len(src)/2)
 		bf16BytesToF32sGo(dst[n:], src[2*n:])
 	}
 	f32ToF16s = func(dst []uint16, src []float32, r Rounding) {
-		n := runPrefix(toF16(r), ptr(dst), ptr(src), len(src))
+		k, one := f16For(r)
+		n := narrowPrefix(k, one, ptr(dst), ptr(src), len(src))
 		f32ToF16sGo(dst[n:], src[n:], r)
 	}
 	f32ToBF16s = func(dst []uint16, src []float32, r Rounding) {
-		n := runPrefix(toBF16(r), ptr(dst), ptr(src), len(src))
+		k, one := bf16For(r)
+		n := narrowPrefix(k, one, ptr(dst), ptr(src), len(src))
 		f32ToBF16sGo(dst[n:], src[n:], r)
 	}
 	f32sToF16Bytes = func(dst []byte, src []float32, r Rounding) {
-		n := runPrefix(toF16(r), ptr(dst), ptr(src), len(src))
+		k, one := f16For(r)
+		n := narrowPrefix(k, one, ptr(dst), ptr(src), len(src))
 		f32sToF16BytesGo(dst[2*n:], src[n:], r)
 	}
 	f32sToBF16Bytes = func(dst []byte, src []float32, r Rounding) {
-		n := runPrefix(toBF16(r), ptr(dst), ptr(src), len(src))
+		k, one := bf16For(r)
+		n := narrowPrefix(k, one, ptr(dst), ptr(src), len(src))
 		f32sToBF16BytesGo(dst[2*n:], src[n:], r)
 	}
 }

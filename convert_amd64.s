@@ -20,8 +20,8 @@ DATA roundBias<>+0(SB)/4, $0x00007fff
 GLOBL roundBias<>(SB), RODATA|NOPTR, $4
 DATA one<>+0(SB)/4, $0x00000001
 GLOBL one<>(SB), RODATA|NOPTR, $4
-DATA bf16Quiet<>+0(SB)/4, $0x00000040
-GLOBL bf16Quiet<>(SB), RODATA|NOPTR, $4
+DATA bf16QuietHigh<>+0(SB)/4, $0x00400000
+GLOBL bf16QuietHigh<>(SB), RODATA|NOPTR, $4
 
 // func cpuid(eaxArg, ecxArg uint32) (eax, ebx, ecx, edx uint32)
 TEXT ·cpuid(SB), NOSPLIT, $0-24
@@ -88,25 +88,74 @@ bf16done:
 	VZEROUPPER
 	RET
 
-// func f32ToF16NearestAVX2(dst, src unsafe.Pointer, n int)
-TEXT ·f32ToF16NearestAVX2(SB), NOSPLIT, $0-24
+// The float32 to 16-bit kernels take 32 elements, 128 bytes, at a time and
+// write each 64-byte result with non-temporal stores when stream is true:
+// the Go side asks for that only on large conversions, with dst aligned to
+// 64 bytes, so that the result goes to memory without first reading it into
+// the cache. STORE64 writes X4-X7 to 0-63(DI).
+#define STORE64(stream, plain, done) \
+	TESTB    stream, stream \
+	JZ       plain          \
+	VMOVNTDQ X4, (DI)       \
+	VMOVNTDQ X5, 16(DI)     \
+	VMOVNTDQ X6, 32(DI)     \
+	VMOVNTDQ X7, 48(DI)     \
+	JMP      done           \
+plain:                      \
+	VMOVDQU  X4, (DI)       \
+	VMOVDQU  X5, 16(DI)     \
+	VMOVDQU  X6, 32(DI)     \
+	VMOVDQU  X7, 48(DI)     \
+done:
+
+// STORE64Y is STORE64 for a result in Y_a and Y_b.
+#define STORE64Y(a, b, stream, plain, done) \
+	TESTB    stream, stream \
+	JZ       plain          \
+	VMOVNTDQ a, (DI)        \
+	VMOVNTDQ b, 32(DI)      \
+	JMP      done           \
+plain:                      \
+	VMOVDQU  a, (DI)        \
+	VMOVDQU  b, 32(DI)      \
+done:
+
+// LOAD128 loads the 32 float32s at SI into Y0-Y3.
+#define LOAD128 \
+	VMOVDQU (SI), Y0   \
+	VMOVDQU 32(SI), Y1 \
+	VMOVDQU 64(SI), Y2 \
+	VMOVDQU 96(SI), Y3
+
+// PACK16 keeps the low words of the dwords in Y_a and Y_b, which fit in 16
+// bits, in order in Y_a.
+#define PACK16(a, b) \
+	VPACKUSDW b, a, a \
+	VPERMQ    $0xd8, a, a
+
+// func f32ToF16NearestAVX2(dst, src unsafe.Pointer, n int, stream bool)
+TEXT ·f32ToF16NearestAVX2(SB), NOSPLIT, $0-25
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
 	MOVQ n+16(FP), CX
-	SHRQ $4, CX
+	MOVB stream+24(FP), R8
+	SHRQ $5, CX
 	JZ   nearestdone
 
 nearestloop:
-	VMOVUPS   (SI), Y0
-	VMOVUPS   32(SI), Y1
-	VCVTPS2PH $0, Y0, (DI) // imm 0: round to nearest even
-	VCVTPS2PH $0, Y1, 16(DI)
-	ADDQ      $64, SI
-	ADDQ      $32, DI
-	DECQ      CX
-	JNZ       nearestloop
+	LOAD128
+	VCVTPS2PH $0, Y0, X4 // imm 0: round to nearest even
+	VCVTPS2PH $0, Y1, X5
+	VCVTPS2PH $0, Y2, X6
+	VCVTPS2PH $0, Y3, X7
+	STORE64(R8, nearestplain, nearestnext)
+	ADDQ $128, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ  nearestloop
 
 nearestdone:
+	SFENCE
 	VZEROUPPER
 	RET
 
@@ -125,112 +174,170 @@ nearestdone:
 	VPBLENDVB t2, t1, in, in \
 	VCVTPS2PH $3, in, out    // imm 3: toward zero
 
-// func f32ToF16TruncAVX2(dst, src unsafe.Pointer, n int)
-TEXT ·f32ToF16TruncAVX2(SB), NOSPLIT, $0-24
+// func f32ToF16TruncAVX2(dst, src unsafe.Pointer, n int, stream bool)
+TEXT ·f32ToF16TruncAVX2(SB), NOSPLIT, $0-25
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
 	MOVQ n+16(FP), CX
+	MOVB stream+24(FP), R8
 	VPBROADCASTD absMask<>(SB), Y10
 	VPBROADCASTD f16Over<>(SB), Y11
 	VPBROADCASTD f32InfPlus1<>(SB), Y12
 	VPBROADCASTD signMask<>(SB), Y13
 	VPBROADCASTD f32Inf<>(SB), Y14
-	SHRQ $4, CX
+	SHRQ $5, CX
 	JZ   truncdone
 
 truncloop:
-	VMOVUPS (SI), Y0
-	VMOVUPS 32(SI), Y1
-	TRUNC16(Y0, Y2, Y3, X4)
-	TRUNC16(Y1, Y5, Y6, X7)
-	VMOVDQU X4, (DI)
-	VMOVDQU X7, 16(DI)
-	ADDQ    $64, SI
-	ADDQ    $32, DI
-	DECQ    CX
-	JNZ     truncloop
+	LOAD128
+	// Only blocks with a magnitude of 2^16 or more, NaN included, need
+	// TRUNC16; the others convert as they are.
+	VPAND    Y10, Y0, Y4
+	VPAND    Y10, Y1, Y5
+	VPAND    Y10, Y2, Y6
+	VPAND    Y10, Y3, Y7
+	VPMAXUD  Y5, Y4, Y4
+	VPMAXUD  Y7, Y6, Y6
+	VPMAXUD  Y6, Y4, Y4
+	VPCMPGTD Y11, Y4, Y4
+	VPTEST   Y4, Y4
+	JNZ      truncbig
+	VCVTPS2PH $3, Y0, X4
+	VCVTPS2PH $3, Y1, X5
+	VCVTPS2PH $3, Y2, X6
+	VCVTPS2PH $3, Y3, X7
+	JMP      truncstore
+
+truncbig:
+	TRUNC16(Y0, Y8, Y9, X4)
+	TRUNC16(Y1, Y8, Y9, X5)
+	TRUNC16(Y2, Y8, Y9, X6)
+	TRUNC16(Y3, Y8, Y9, X7)
+
+truncstore:
+	STORE64(R8, truncplain, truncnext)
+	ADDQ $128, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ  truncloop
 
 truncdone:
+	SFENCE
 	VZEROUPPER
 	RET
 
-// QUIETNAN replaces, in the 8 words-in-dwords of out, those whose float32 in
-// Y_in is a NaN with the float32's top half and the quiet bit. Y10 holds
-// the absolute-value mask, Y11 the bits of +Inf, Y14 the quiet bit.
-#define QUIETNAN(in, out, t1, t2) \
-	VPAND     Y10, in, t1   \
-	VPCMPGTD  Y11, t1, t1   \ // NaN
-	VPSRLD    $16, in, t2   \
-	VPOR      Y14, t2, t2   \
-	VPBLENDVB t1, t2, out, out
+// ANYNAN sets Y4 to all ones in the lanes where one of Y0-Y3 holds a NaN,
+// and the flags for JNZ if there is one.
+#define ANYNAN \
+	VCMPPS $3, Y1, Y0, Y4 \ // unordered
+	VCMPPS $3, Y3, Y2, Y5 \
+	VPOR   Y5, Y4, Y4     \
+	VPTEST Y4, Y4
 
-// func f32ToBF16NearestAVX2(dst, src unsafe.Pointer, n int)
-TEXT ·f32ToBF16NearestAVX2(SB), NOSPLIT, $0-24
+// QUIET sets the quiet bit, Y14, of the NaNs in Y_x; Y_t is scratch.
+#define QUIET(x, t) \
+	VCMPPS $3, x, x, t \
+	VPAND  Y14, t, t   \
+	VPOR   t, x, x
+
+// ROUNDBF16 rounds the float32 in Y_x, not a NaN, to nearest even in its
+// top 16 bits and shifts them down: x + 0x7fff + (x>>16)&1, then >> 16.
+// Y12 holds 0x7fff and Y13 one; Y_t is scratch.
+#define ROUNDBF16(x, t) \
+	VPSRLD $16, x, t \
+	VPAND  Y13, t, t \
+	VPADDD Y12, t, t \
+	VPADDD x, t, x   \
+	VPSRLD $16, x, x
+
+// BF16NAN is ROUNDBF16 for a Y_x that may hold NaNs: they keep their top
+// half, made quiet, instead of being rounded, which could carry into the
+// sign. Y_t and Y_u are scratch.
+#define BF16NAN(x, t, u) \
+	VCMPPS    $3, x, x, t \
+	VPAND     Y14, t, u   \
+	VPOR      x, u, u     \
+	VPSRLD    $16, u, u   \
+	ROUNDBF16(x, Y9)      \
+	VPBLENDVB t, u, x, x
+
+// func f32ToBF16NearestAVX2(dst, src unsafe.Pointer, n int, stream bool)
+TEXT ·f32ToBF16NearestAVX2(SB), NOSPLIT, $0-25
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
 	MOVQ n+16(FP), CX
-	VPBROADCASTD absMask<>(SB), Y10
-	VPBROADCASTD f32Inf<>(SB), Y11
+	MOVB stream+24(FP), R8
 	VPBROADCASTD roundBias<>(SB), Y12
 	VPBROADCASTD one<>(SB), Y13
-	VPBROADCASTD bf16Quiet<>(SB), Y14
-	SHRQ $4, CX
+	VPBROADCASTD bf16QuietHigh<>(SB), Y14
+	SHRQ $5, CX
 	JZ   bnearestdone
 
 bnearestloop:
-	VMOVDQU (SI), Y0
-	VMOVDQU 32(SI), Y1
-	// x + 0x7fff + (x>>16)&1, then >> 16
-	VPSRLD  $16, Y0, Y2
-	VPAND   Y13, Y2, Y2
-	VPADDD  Y12, Y2, Y2
-	VPADDD  Y0, Y2, Y2
-	VPSRLD  $16, Y2, Y2
-	VPSRLD  $16, Y1, Y3
-	VPAND   Y13, Y3, Y3
-	VPADDD  Y12, Y3, Y3
-	VPADDD  Y1, Y3, Y3
-	VPSRLD  $16, Y3, Y3
-	QUIETNAN(Y0, Y2, Y4, Y5)
-	QUIETNAN(Y1, Y3, Y6, Y7)
-	VPACKUSDW Y3, Y2, Y2
-	VPERMQ    $0xd8, Y2, Y2
-	VMOVDQU   Y2, (DI)
-	ADDQ      $64, SI
-	ADDQ      $32, DI
-	DECQ      CX
-	JNZ       bnearestloop
+	LOAD128
+	ANYNAN
+	JNZ  bnearestnan
+	ROUNDBF16(Y0, Y4)
+	ROUNDBF16(Y1, Y5)
+	ROUNDBF16(Y2, Y6)
+	ROUNDBF16(Y3, Y7)
+
+bnearestpack:
+	PACK16(Y0, Y1)
+	PACK16(Y2, Y3)
+	STORE64Y(Y0, Y2, R8, bnearestplain, bnearestnext)
+	ADDQ $128, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ  bnearestloop
 
 bnearestdone:
+	SFENCE
 	VZEROUPPER
 	RET
 
-// func f32ToBF16TruncAVX2(dst, src unsafe.Pointer, n int)
-TEXT ·f32ToBF16TruncAVX2(SB), NOSPLIT, $0-24
+bnearestnan:
+	// A NaN keeps its top half, made quiet, instead of being rounded, which
+	// could carry into its sign.
+	BF16NAN(Y0, Y4, Y8)
+	BF16NAN(Y1, Y5, Y8)
+	BF16NAN(Y2, Y6, Y8)
+	BF16NAN(Y3, Y7, Y8)
+	JMP bnearestpack
+
+// func f32ToBF16TruncAVX2(dst, src unsafe.Pointer, n int, stream bool)
+TEXT ·f32ToBF16TruncAVX2(SB), NOSPLIT, $0-25
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
 	MOVQ n+16(FP), CX
-	VPBROADCASTD absMask<>(SB), Y10
-	VPBROADCASTD f32Inf<>(SB), Y11
-	VPBROADCASTD bf16Quiet<>(SB), Y14
-	SHRQ $4, CX
+	MOVB stream+24(FP), R8
+	VPBROADCASTD bf16QuietHigh<>(SB), Y14
+	SHRQ $5, CX
 	JZ   btruncdone
 
 btruncloop:
-	VMOVDQU (SI), Y0
-	VMOVDQU 32(SI), Y1
-	VPSRLD  $16, Y0, Y2
-	VPSRLD  $16, Y1, Y3
-	QUIETNAN(Y0, Y2, Y4, Y5)
-	QUIETNAN(Y1, Y3, Y6, Y7)
-	VPACKUSDW Y3, Y2, Y2
-	VPERMQ    $0xd8, Y2, Y2
-	VMOVDQU   Y2, (DI)
-	ADDQ      $64, SI
-	ADDQ      $32, DI
-	DECQ      CX
-	JNZ       btruncloop
+	LOAD128
+	ANYNAN
+	JZ   btruncshift
+	QUIET(Y0, Y4)
+	QUIET(Y1, Y5)
+	QUIET(Y2, Y6)
+	QUIET(Y3, Y7)
+
+btruncshift:
+	VPSRLD $16, Y0, Y0
+	VPSRLD $16, Y1, Y1
+	VPSRLD $16, Y2, Y2
+	VPSRLD $16, Y3, Y3
+	PACK16(Y0, Y1)
+	PACK16(Y2, Y3)
+	STORE64Y(Y0, Y2, R8, btruncplain, btruncnext)
+	ADDQ $128, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ  btruncloop
 
 btruncdone:
+	SFENCE
 	VZEROUPPER
 	RET

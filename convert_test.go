@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 
@@ -232,6 +233,62 @@ func TestF32To16Exhaustive(t *testing.T) {
 	}
 	close(next)
 	wg.Wait()
+}
+
+// TestBulkLargeAndMisaligned runs the bulk conversions on a result large
+// enough to be streamed past the cache, at every offset of the destination
+// within a 64-byte line and at an odd byte offset, on values of the common
+// magnitudes with the special ones scattered among them, so that the
+// kernels' paths for blocks with and without special values are both
+// taken; every result must equal the scalar conversion.
+func TestBulkLargeAndMisaligned(t *testing.T) {
+	n := 4<<20 + 77 // the result is 8 MiB and more
+	if testing.Short() {
+		n = 1<<10 + 77
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	specials := special()
+	src := make([]float32, n)
+	for i := range src {
+		if rng.IntN(200) == 0 {
+			src[i] = math.Float32frombits(specials[rng.IntN(len(specials))])
+		} else {
+			src[i] = float32(rng.NormFloat64() * 100)
+		}
+	}
+	want := make(map[Rounding][2][]uint16)
+	for _, r := range []Rounding{RoundNearestEven, Truncate} {
+		f16, bf16 := make([]uint16, n), make([]uint16, n)
+		for i, f := range src {
+			f16[i], bf16[i] = F32ToF16(f, r), F32ToBF16(f, r)
+		}
+		want[r] = [2][]uint16{f16, bf16}
+	}
+	buf := make([]uint16, n+64)
+	bytesBuf := make([]byte, 2*n+1)
+	for _, r := range []Rounding{RoundNearestEven, Truncate} {
+		for off := 0; off < 32; off += 7 {
+			dst := buf[off : off+n]
+			if !slices.Equal(want[r][0], F32ToF16s(dst, src, r)) {
+				t.Fatalf("F32ToF16s(%v) at offset %d differs from F32ToF16", r, off)
+			}
+			if !slices.Equal(want[r][1], F32ToBF16s(dst, src, r)) {
+				t.Fatalf("F32ToBF16s(%v) at offset %d differs from F32ToBF16", r, off)
+			}
+		}
+		b := F32sToF16Bytes(bytesBuf[1:], src, r) // odd addresses
+		for i, h := range want[r][0] {
+			if got := binary.LittleEndian.Uint16(b[2*i:]); got != h {
+				t.Fatalf("F32sToF16Bytes(%v)[%d] = %#04x, want %#04x", r, i, got, h)
+			}
+		}
+		b = F32sToBF16Bytes(bytesBuf[:2*n], src, r)
+		for i, h := range want[r][1] {
+			if got := binary.LittleEndian.Uint16(b[2*i:]); got != h {
+				t.Fatalf("F32sToBF16Bytes(%v)[%d] = %#04x, want %#04x", r, i, got, h)
+			}
+		}
+	}
 }
 
 func TestNaNsStayNaNs(t *testing.T) {

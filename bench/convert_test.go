@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -9,10 +10,12 @@ import (
 	"github.com/x448/float16"
 )
 
-// convElems is the number of elements each bulk conversion handles: 64 Ki,
-// whose 256 KiB of float32s and 128 KiB of 16-bit values stay in cache, as
-// when a loader converts a tensor in chunks.
-const convElems = 64 << 10
+// convSizes are the numbers of elements a bulk conversion handles: 64 Ki,
+// whose 256 KiB of float32s and 128 KiB of 16-bit values stay in the
+// per-core cache, as when a loader converts a tensor in chunks; 1 Mi, whose
+// 6 MiB stay in the shared cache; and 16 Mi, whose 96 MiB go through
+// memory, as when a whole large tensor is converted at once.
+var convSizes = []int{64 << 10, 1 << 20, 16 << 20}
 
 // BenchmarkConvert times each bulk conversion and, in alternating blocks of
 // 5 ms, a copy of the same output bytes into a buffer allocated beforehand:
@@ -20,6 +23,12 @@ const convElems = 64 << 10
 // "x448-ns/elem" is github.com/x448/float16 one element at a time, for the
 // F16 directions.
 func BenchmarkConvert(b *testing.B) {
+	for _, n := range convSizes {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) { benchmarkConvert(b, n) })
+	}
+}
+
+func benchmarkConvert(b *testing.B, convElems int) {
 	f32 := make([]float32, convElems)
 	for i := range f32 {
 		f32[i] = float32(math.Sin(float64(i)) * 3)
@@ -78,10 +87,10 @@ func BenchmarkConvert(b *testing.B) {
 				}
 				round++
 			}
-			b.ReportMetric(best[0]/convElems, "ns/elem")
+			b.ReportMetric(best[0]/float64(convElems), "ns/elem")
 			b.ReportMetric(best[1]/best[0], "x")
 			if len(best) > 2 {
-				b.ReportMetric(best[2]/convElems, "x448-ns/elem")
+				b.ReportMetric(best[2]/float64(convElems), "x448-ns/elem")
 			}
 		})
 	}
