@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 	"sync"
 )
 
@@ -425,15 +426,21 @@ func f8E8M0Table() *[256]uint32 {
 // C64 and the packed F4 and F6 types give an error wrapping
 // ErrDTypeMismatch.
 func (t Tensor) Float32s() ([]float32, error) {
-	size := t.DType.Bits()
-	if size < 8 || t.DType == C64 {
-		return nil, tensorErrorf(t.Name, ErrDTypeMismatch, "%v elements have no float32 value", t.DType)
+	return t.AppendFloat32s(nil)
+}
+
+// AppendFloat32s appends the tensor's elements, decoded as Float32s decodes
+// them, to dst and returns the extended slice. It allocates only when dst
+// lacks the capacity, so that a large tensor can be decoded in chunks
+// through one buffer: give it a Tensor whose Data is a part of the bytes, a
+// whole number of elements, and dst[:0]. On error dst is returned as it was.
+func (t Tensor) AppendFloat32s(dst []float32) ([]float32, error) {
+	if err := t.checkFloat32s(); err != nil {
+		return dst, err
 	}
-	if len(t.Data)%(size/8) != 0 {
-		return nil, tensorErrorf(t.Name, ErrSizeMismatch, "%d bytes is not a whole number of %d-byte elements", len(t.Data), size/8)
-	}
-	n := len(t.Data) / (size / 8)
-	out := make([]float32, n)
+	n := len(t.Data) / (t.DType.Bits() / 8)
+	dst = slices.Grow(dst, n)
+	out := dst[len(dst) : len(dst)+n]
 	b := t.Data
 	le := binary.LittleEndian
 	switch t.DType {
@@ -493,9 +500,22 @@ func (t Tensor) Float32s() ([]float32, error) {
 			out[i] = float32(int64(le.Uint64(b[8*i:])))
 		}
 	default:
-		return nil, tensorErrorf(t.Name, ErrDTypeMismatch, "%v elements have no float32 value", t.DType)
+		return dst, tensorErrorf(t.Name, ErrDTypeMismatch, "%v elements have no float32 value", t.DType)
 	}
-	return out, nil
+	return dst[:len(dst)+n], nil
+}
+
+// checkFloat32s returns an error if t's dtype has no float32 value or its
+// bytes are not a whole number of elements.
+func (t Tensor) checkFloat32s() error {
+	size := t.DType.Bits()
+	if size < 8 || t.DType == C64 {
+		return tensorErrorf(t.Name, ErrDTypeMismatch, "%v elements have no float32 value", t.DType)
+	}
+	if len(t.Data)%(size/8) != 0 {
+		return tensorErrorf(t.Name, ErrSizeMismatch, "%d bytes is not a whole number of %d-byte elements", len(t.Data), size/8)
+	}
+	return nil
 }
 
 // TensorFromFloat32s builds a tensor of dtype F32, F16 or BF16 from values,

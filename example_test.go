@@ -415,3 +415,78 @@ func ExampleTensor_Slice() {
 	// [9 10]
 	// [3 2] [1 2 5 6 9 10]
 }
+
+// Rounding to nearest even, as PyTorch does, and truncation, as the Spark
+// connector does, differ on values between two BF16 numbers: 1 + 3×2⁻⁸ lies
+// halfway between 1 + 2⁻⁷ (0x3f81) and 1 + 2⁻⁶ (0x3f82).
+func ExampleF32ToBF16() {
+	f := float32(1 + 3.0/256)
+	fmt.Printf("%#04x %#04x\n", safetensors.F32ToBF16(f, safetensors.RoundNearestEven), safetensors.F32ToBF16(f, safetensors.Truncate))
+	fmt.Println(safetensors.BF16ToF32(0x3f82))
+	// Output:
+	// 0x3f82 0x3f81
+	// 1.015625
+}
+
+// The bulk conversions take a destination: converting in a loop through one
+// buffer allocates nothing.
+func ExampleF32ToF16s() {
+	buf := make([]uint16, 4)
+	h := safetensors.F32ToF16s(buf, []float32{1, -2, 65504, 1e6}, safetensors.RoundNearestEven)
+	fmt.Printf("%#04x\n", h)
+	fmt.Println(safetensors.F16ToF32s(nil, h))
+	// Output:
+	// [0x3c00 0xc000 0x7bff 0x7c00]
+	// [1 -2 65504 +Inf]
+}
+
+func ExampleTensor_Float32s() {
+	t := safetensors.Tensor{Name: "w", DType: safetensors.BF16, Shape: []uint64{3}, Data: []byte{0x80, 0x3f, 0x00, 0xc0, 0xc0, 0x7f}}
+	vals, err := t.Float32s()
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(vals)
+	// Output: [1 -2 NaN]
+}
+
+// AppendFloat32s decodes a tensor a part at a time through one buffer, here
+// two elements at a time.
+func ExampleTensor_AppendFloat32s() {
+	t := safetensors.Tensor{Name: "ids", DType: safetensors.I16, Shape: []uint64{4}, Data: []byte{1, 0, 2, 0, 0xff, 0xff, 0, 0x80}}
+	buf := make([]float32, 0, 2)
+	for b := t.Data; len(b) > 0; b = b[4:] {
+		part := safetensors.Tensor{DType: t.DType, Data: b[:4]}
+		var err error
+		if buf, err = part.AppendFloat32s(buf[:0]); err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(buf)
+	}
+	// Output:
+	// [1 2]
+	// [-1 -32768]
+}
+
+// Stats checks weights as they are loaded.
+func ExampleTensor_Stats() {
+	t, err := safetensors.TensorFromFloat32s("w", safetensors.F16, []uint64{5}, []float32{1, 2, 3, float32(math.Inf(1)), float32(math.NaN())}, safetensors.RoundNearestEven)
+	if err != nil {
+		log.Fatal(err)
+	}
+	s, err := t.Stats()
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%d values, %d NaN, %d Inf; finite ones: min %v, max %v, mean %v, std %.4f\n", s.Count, s.NaN, s.Inf, s.Min, s.Max, s.Mean, s.StdDev)
+	// Output: 5 values, 1 NaN, 1 Inf; finite ones: min 1, max 3, mean 2, std 0.8165
+}
+
+func ExampleTensorFromFloat32s() {
+	t, err := safetensors.TensorFromFloat32s("w", safetensors.BF16, []uint64{2}, []float32{1, 0.1}, safetensors.RoundNearestEven)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%v %v % x\n", t.DType, t.Shape, t.Data)
+	// Output: BF16 [2] 80 3f cd 3d
+}

@@ -35,8 +35,15 @@
 // A [Tensor]'s Data holds its little-endian bytes. [View] sees them as a
 // []float32, []uint16, ... without copying; [Values] decodes them into a new
 // slice; [Tensor.Float32s] decodes any real dtype to float32, F16, BF16 and
-// the F8 types exactly. [Tensor.Slice] selects part of a tensor, as the
-// reference's get_slice does, as runs of its bytes.
+// the F8 types exactly, and [Tensor.AppendFloat32s] does it through a buffer
+// the caller keeps. [Tensor.Slice] selects part of a tensor, as the
+// reference's get_slice does, as runs of its bytes. [Tensor.Stats] counts a
+// tensor's NaNs and infinities and gives its extremes, mean and standard
+// deviation, for checking weights as they are loaded.
+//
+// The remote subpackage reads files over HTTP with range requests, and the
+// safetensors command (cmd/safetensors) inspects, validates, summarizes and
+// converts files.
 //
 // # Converting
 //

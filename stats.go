@@ -1,0 +1,232 @@
+package safetensors
+
+import "math"
+
+// Stats summarizes a tensor's values, for checking weights when they are
+// loaded: a NaN or an infinity in a checkpoint, or a layer whose values are
+// all zero, is worth knowing before it reaches an inference.
+type Stats struct {
+	// Count is the number of elements; NaN and Inf count those that are
+	// NaN and ±Inf.
+	Count, NaN, Inf uint64
+
+	// Min, Max, Mean and StdDev are those of the finite elements; StdDev
+	// is the population standard deviation, as NumPy's std computes it.
+	// All four are NaN when no element is finite.
+	Min, Max, Mean, StdDev float64
+}
+
+// statsChunk is the number of elements summarized at a time: a chunk's
+// values are read twice, for the mean and then the squared deviations from
+// it, while they are in the cache.
+const statsChunk = 4096
+
+// Stats computes the statistics of the tensor's elements in one pass over
+// its bytes, with float64 arithmetic, in chunks whose partial results are
+// combined with the pairwise formulas of Chan, Golub and LeVeque, so that
+// the standard deviation stays accurate when the mean is large. It takes any
+// dtype that Float32s decodes, and F64 without rounding to float32; it
+// allocates nothing for F32 and F64 tensors in a file, and a 16 KiB buffer
+// for the others.
+func (t Tensor) Stats() (Stats, error) {
+	var a statsAcc
+	switch t.DType {
+	case F32:
+		if v, err := View[float32](t); err == nil {
+			addChunks(&a, v)
+			return a.stats(), nil
+		}
+	case F64:
+		if v, err := View[float64](t); err == nil {
+			addChunks(&a, v)
+			return a.stats(), nil
+		}
+		// Unaligned, or a big-endian host: decode a chunk at a time.
+		buf := make([]float64, 0, statsChunk)
+		for b := t.Data; len(b) > 0; {
+			chunk := b[:min(len(b), 8*statsChunk)]
+			var err error
+			if buf, err = Values(Tensor{Name: t.Name, DType: F64, Data: chunk}, buf[:0]); err != nil {
+				return Stats{}, err
+			}
+			addChunk(&a, buf)
+			b = b[len(chunk):]
+		}
+		return a.stats(), nil
+	}
+	if err := t.checkFloat32s(); err != nil {
+		return Stats{}, err
+	}
+	size := t.DType.Bits() / 8
+	buf := make([]float32, 0, statsChunk)
+	for b := t.Data; len(b) > 0; {
+		chunk := b[:min(len(b), size*statsChunk)]
+		buf, _ = Tensor{DType: t.DType, Data: chunk}.AppendFloat32s(buf[:0]) // checked above
+		addChunk(&a, buf)
+		b = b[len(chunk):]
+	}
+	return a.stats(), nil
+}
+
+// addChunks adds the values of v to a, a chunk at a time.
+func addChunks[T float32 | float64](a *statsAcc, v []T) {
+	for len(v) > 0 {
+		n := min(len(v), statsChunk)
+		addChunk(a, v[:n])
+		v = v[n:]
+	}
+}
+
+// statsAcc accumulates statistics chunk by chunk: the count, mean and sum
+// of squared deviations from the mean (m2) of the finite values so far.
+type statsAcc struct {
+	count, nan, inf uint64
+	finite          float64
+	mean, m2        float64
+	min, max        float64
+}
+
+// addChunk adds the values of one chunk to a.
+func addChunk[T float32 | float64](a *statsAcc, v []T) {
+	if len(v) == 0 {
+		return
+	}
+	a.count += uint64(len(v))
+	// First pass: the sum and the extremes, with four sums to shorten the
+	// chains of dependent additions, and no test for NaN and ±Inf: one of
+	// them makes the sum NaN or infinite, and the chunk is done again with
+	// tests.
+	var s0, s1, s2, s3 float64
+	lo, hi := float64(v[0]), float64(v[0])
+	i := 0
+	for ; i+3 < len(v); i += 4 {
+		x0, x1, x2, x3 := float64(v[i]), float64(v[i+1]), float64(v[i+2]), float64(v[i+3])
+		s0 += x0
+		s1 += x1
+		s2 += x2
+		s3 += x3
+		// Comparisons rather than min and max, which would order NaNs and
+		// signed zeros at some cost.
+		if x0 < lo {
+			lo = x0
+		}
+		if x0 > hi {
+			hi = x0
+		}
+		if x1 < lo {
+			lo = x1
+		}
+		if x1 > hi {
+			hi = x1
+		}
+		if x2 < lo {
+			lo = x2
+		}
+		if x2 > hi {
+			hi = x2
+		}
+		if x3 < lo {
+			lo = x3
+		}
+		if x3 > hi {
+			hi = x3
+		}
+	}
+	for ; i < len(v); i++ {
+		x := float64(v[i])
+		s0 += x
+		if x < lo {
+			lo = x
+		}
+		if x > hi {
+			hi = x
+		}
+	}
+	sum := s0 + s1 + s2 + s3
+	if sum-sum != 0 {
+		addChunkChecked(a, v)
+		return
+	}
+	mean := sum / float64(len(v))
+	// Second pass, over values still in the cache: the squared deviations.
+	var m0, m1, m2, m3 float64
+	i = 0
+	for ; i+3 < len(v); i += 4 {
+		d0, d1, d2, d3 := float64(v[i])-mean, float64(v[i+1])-mean, float64(v[i+2])-mean, float64(v[i+3])-mean
+		m0 += d0 * d0
+		m1 += d1 * d1
+		m2 += d2 * d2
+		m3 += d3 * d3
+	}
+	for ; i < len(v); i++ {
+		d := float64(v[i]) - mean
+		m0 += d * d
+	}
+	a.merge(float64(len(v)), mean, m0+m1+m2+m3, lo, hi)
+}
+
+// addChunkChecked is addChunk's second pass for a chunk that holds a NaN
+// or an infinity (or finite F64 values whose sum overflows), after its count
+// was added: it counts them and leaves them out of the statistics.
+func addChunkChecked[T float32 | float64](a *statsAcc, v []T) {
+	var sum, n float64
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, x := range v {
+		if f := a.finiteOr0(float64(x)); f == float64(x) {
+			sum += f
+			n++
+			lo, hi = min(lo, f), max(hi, f)
+		}
+	}
+	if n == 0 {
+		return
+	}
+	mean := sum / n
+	var m2 float64
+	for _, x := range v {
+		if f := float64(x); f-f == 0 {
+			m2 += (f - mean) * (f - mean)
+		}
+	}
+	a.merge(n, mean, m2, lo, hi)
+}
+
+// finiteOr0 counts x if it is NaN or infinite, and returns 0 for it;
+// otherwise it returns x.
+func (a *statsAcc) finiteOr0(x float64) float64 {
+	switch {
+	case math.IsNaN(x):
+		a.nan++
+	case math.IsInf(x, 0):
+		a.inf++
+	default:
+		return x
+	}
+	return 0
+}
+
+// merge combines a chunk's n finite values, of the given mean and m2, into a.
+func (a *statsAcc) merge(n, mean, m2, lo, hi float64) {
+	if a.finite == 0 {
+		a.finite, a.mean, a.m2, a.min, a.max = n, mean, m2, lo, hi
+		return
+	}
+	total := a.finite + n
+	d := mean - a.mean
+	a.mean += d * n / total
+	a.m2 += m2 + d*d*a.finite*n/total
+	a.finite = total
+	a.min, a.max = min(a.min, lo), max(a.max, hi)
+}
+
+func (a *statsAcc) stats() Stats {
+	s := Stats{Count: a.count, NaN: a.nan, Inf: a.inf}
+	if a.finite == 0 {
+		nan := math.NaN()
+		s.Min, s.Max, s.Mean, s.StdDev = nan, nan, nan, nan
+		return s
+	}
+	s.Min, s.Max, s.Mean = a.min, a.max, a.mean
+	s.StdDev = math.Sqrt(a.m2 / a.finite)
+	return s
+}
