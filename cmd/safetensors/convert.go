@@ -1,0 +1,209 @@
+package main
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/safetensors-go/safetensors"
+)
+
+func runConvert(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("convert", stdout, stderr, `Convert writes OUT as a copy of IN whose float tensors (F64, F32, F16, BF16) have
+the dtype given by --dtype; the other tensors (integers, BOOL, the F8 types) and
+the metadata are kept as they are. It streams: memory use does not grow with the
+file. OUT appears only when it is complete; on failure nothing is left behind.
+F64 values are rounded to float32 (to nearest) before any conversion to 16 bits.
+A progress bar goes to stderr when it is a terminal and the file is large.`)
+	dtype := fs.String("dtype", "", "the dtype of the float tensors: F16, BF16 or F32 (required)")
+	rounding := fs.String("rounding", "nearest", "how to round to F16 or BF16: nearest (to even, as PyTorch does) or truncate")
+	operands, status, ok := parse(fs, args, stdout)
+	if !ok {
+		return status
+	}
+	if len(operands) != 2 {
+		return usageError(fs, "want IN and OUT, got %d arguments", len(operands))
+	}
+	to, err := safetensors.ParseDType(*dtype)
+	if err != nil || (to != safetensors.F16 && to != safetensors.BF16 && to != safetensors.F32) {
+		return usageError(fs, "--dtype must be F16, BF16 or F32, not %q", *dtype)
+	}
+	var r safetensors.Rounding
+	switch *rounding {
+	case "nearest":
+		r = safetensors.RoundNearestEven
+	case "truncate":
+		r = safetensors.Truncate
+	default:
+		return usageError(fs, "--rounding must be nearest or truncate, not %q", *rounding)
+	}
+	c := converter{to: to, rounding: r, progress: newProgress(stderr, operands[0])}
+	if err := c.convertFile(operands[0], operands[1]); err != nil {
+		fmt.Fprintf(stderr, "safetensors convert: %v\n", err)
+		return exitFail
+	}
+	return exitOK
+}
+
+// convertible reports whether convert casts tensors of dtype d.
+func convertible(d safetensors.DType) bool {
+	switch d {
+	case safetensors.F64, safetensors.F32, safetensors.F16, safetensors.BF16:
+		return true
+	}
+	return false
+}
+
+// chunkElems is the number of elements converted at a time: 4 MiB of F32.
+const chunkElems = 1 << 20
+
+// converter converts files to a dtype, through buffers it keeps.
+type converter struct {
+	to       safetensors.DType
+	rounding safetensors.Rounding
+	progress func(done, total uint64) // nil for none
+
+	in  []byte    // a chunk of the input's bytes
+	f32 []float32 // the chunk decoded
+	out []byte    // the chunk encoded
+}
+
+// convertFile converts the file at in into a new file at out.
+func (c *converter) convertFile(in, out string) error {
+	f, err := os.Open(in)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	// NewReaderAt validates the whole file as Open does but reads only the
+	// header: the data is read a chunk at a time below, so that neither the
+	// process's memory nor a mapping grows with the file.
+	r, err := safetensors.NewReaderAt(f, info.Size())
+	if err != nil {
+		return fmt.Errorf("%s: %w", in, err)
+	}
+	defer r.Close()
+	h := r.Header()
+	specs := make([]safetensors.TensorSpec, len(h.Tensors))
+	src := make(map[string]safetensors.TensorInfo, len(h.Tensors))
+	for i, t := range h.Tensors {
+		d := t.DType
+		if convertible(d) {
+			d = c.to
+		}
+		specs[i] = safetensors.TensorSpec{Name: t.Name, DType: d, Shape: t.Shape}
+		src[t.Name] = t
+	}
+	fw, err := safetensors.CreateFile(out, specs, h.Metadata)
+	if err != nil {
+		return err
+	}
+	defer fw.Abort() // after a successful Close, it does nothing
+
+	var done uint64
+	// The output lays the tensors out as the reference writer does, which
+	// may be in another order than the input's.
+	for _, t := range fw.Header().Tensors {
+		s := src[t.Name]
+		off := h.DataOffset() + s.DataOffsets[0]
+		size := s.DataOffsets[1] - s.DataOffsets[0]
+		elemBytes := uint64(s.DType.Bits() / 8)
+		step := uint64(chunkElems) * max(elemBytes, 1)
+		for pos := uint64(0); pos < size; pos += step {
+			n := min(step, size-pos)
+			if uint64(cap(c.in)) < n {
+				c.in = make([]byte, n)
+			}
+			chunk := c.in[:n]
+			if _, err := f.ReadAt(chunk, int64(off+pos)); err != nil {
+				return fmt.Errorf("%s: tensor %q: reading bytes [%d, %d): %w", in, s.Name, off+pos, off+pos+n, err)
+			}
+			if t.DType != s.DType {
+				if chunk, err = c.convert(safetensors.Tensor{Name: s.Name, DType: s.DType, Data: chunk}); err != nil {
+					return err
+				}
+			}
+			if _, err := fw.Write(chunk); err != nil {
+				return err
+			}
+			done += n
+			if c.progress != nil {
+				c.progress(done, h.DataLen())
+			}
+		}
+	}
+	return fw.Close()
+}
+
+// convert converts a chunk of whole elements to c.to, in c.out.
+func (c *converter) convert(t safetensors.Tensor) ([]byte, error) {
+	vals, err := safetensors.View[float32](t)
+	if err != nil { // not F32, or not aligned
+		if c.f32, err = t.AppendFloat32s(c.f32[:0]); err != nil {
+			return nil, err
+		}
+		vals = c.f32
+	}
+	switch c.to {
+	case safetensors.F16:
+		c.out = safetensors.F32sToF16Bytes(c.out, vals, c.rounding)
+		return c.out, nil
+	case safetensors.BF16:
+		c.out = safetensors.F32sToBF16Bytes(c.out, vals, c.rounding)
+		return c.out, nil
+	}
+	if cap(c.out) < 4*len(vals) {
+		c.out = make([]byte, 4*len(vals))
+	}
+	c.out = c.out[:4*len(vals)]
+	for i, v := range vals {
+		binary.LittleEndian.PutUint32(c.out[4*i:], math.Float32bits(v))
+	}
+	return c.out, nil
+}
+
+// progressMin is the size of the data from which convert shows progress.
+const progressMin = 256 << 20
+
+// newProgress returns a function that draws a progress bar for the
+// conversion of the named file on w, or nil if w is not a terminal.
+func newProgress(w io.Writer, name string) func(done, total uint64) {
+	f, ok := w.(*os.File)
+	if !ok {
+		return nil
+	}
+	if info, err := f.Stat(); err != nil || info.Mode()&os.ModeCharDevice == 0 {
+		return nil
+	}
+	return (&progressBar{w: w, name: name}).update
+}
+
+// progressBar draws the progress of a conversion on one line, at most ten
+// times a second, for data of progressMin bytes and more.
+type progressBar struct {
+	w    io.Writer
+	name string
+	last time.Time
+}
+
+func (p *progressBar) update(done, total uint64) {
+	if total < progressMin || (done < total && time.Since(p.last) < 100*time.Millisecond) {
+		return
+	}
+	p.last = time.Now()
+	const width = 30
+	filled := int(done * width / total)
+	fmt.Fprintf(p.w, "\r%s [%s%s] %3d%% %.1f/%.1f GiB", p.name, strings.Repeat("=", filled), strings.Repeat(" ", width-filled),
+		done*100/total, float64(done)/(1<<30), float64(total)/(1<<30))
+	if done == total {
+		fmt.Fprintln(p.w)
+	}
+}

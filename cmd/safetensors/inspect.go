@@ -1,0 +1,182 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/remote"
+)
+
+func runInspect(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("inspect", stdout, stderr, `Inspect lists a file's tensors (name, dtype, shape, size in bytes, offsets in the
+data section), its metadata, and totals by dtype. FILE may be an http:// or https://
+URL, of which only the header is read, with range requests.`)
+	asJSON := fs.Bool("json", false, "print JSON instead of tables")
+	operands, status, ok := parse(fs, args, stdout)
+	if !ok {
+		return status
+	}
+	if len(operands) != 1 {
+		return usageError(fs, "want one FILE or URL, got %d", len(operands))
+	}
+	name := operands[0]
+	r, err := openAny(name)
+	if err != nil {
+		fmt.Fprintf(stderr, "safetensors inspect: %v\n", err)
+		return exitFail
+	}
+	defer r.Close()
+	s := summarize(name, r.Header())
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(s)
+	} else {
+		err = s.print(stdout)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "safetensors inspect: %v\n", err)
+		return exitFail
+	}
+	return exitOK
+}
+
+// openAny opens a local file, or a remote one for an http or https URL.
+func openAny(name string) (*safetensors.Reader, error) {
+	if strings.HasPrefix(name, "http://") || strings.HasPrefix(name, "https://") {
+		return remote.Open(nil, name)
+	}
+	return safetensors.Open(name) // its errors name the file
+}
+
+// summary is what inspect prints, and its JSON form.
+type summary struct {
+	File        string            `json:"file"`
+	HeaderBytes uint64            `json:"header_bytes"` // N, after the 8-byte length
+	DataBytes   uint64            `json:"data_bytes"`
+	Metadata    map[string]string `json:"metadata"`
+	Tensors     []tensorSummary   `json:"tensors"`
+	Totals      totals            `json:"totals"`
+}
+
+type tensorSummary struct {
+	Name        string    `json:"name"`
+	DType       string    `json:"dtype"`
+	Shape       []uint64  `json:"shape"`
+	Parameters  uint64    `json:"parameters"`
+	Bytes       uint64    `json:"bytes"`
+	DataOffsets [2]uint64 `json:"data_offsets"`
+}
+
+type count struct {
+	Tensors    int    `json:"tensors"`
+	Parameters uint64 `json:"parameters"`
+	Bytes      uint64 `json:"bytes"`
+}
+
+type totals struct {
+	count
+	ByDType map[string]count `json:"by_dtype"`
+}
+
+func summarize(file string, h *safetensors.Header) summary {
+	s := summary{
+		File:        file,
+		HeaderBytes: h.Len,
+		DataBytes:   h.DataLen(),
+		Metadata:    h.Metadata,
+		Tensors:     make([]tensorSummary, 0, len(h.Tensors)),
+		Totals:      totals{ByDType: map[string]count{}},
+	}
+	for _, t := range h.Tensors {
+		size := t.DataOffsets[1] - t.DataOffsets[0]
+		// The element count from the size, which the header's validation
+		// bounds, rather than from the shape, whose product may overflow
+		// when a dimension is zero.
+		params := size * 8 / uint64(t.DType.Bits())
+		s.Tensors = append(s.Tensors, tensorSummary{
+			Name: t.Name, DType: t.DType.String(), Shape: t.Shape,
+			Parameters: params, Bytes: size, DataOffsets: t.DataOffsets,
+		})
+		c := s.Totals.ByDType[t.DType.String()]
+		c.Tensors++
+		c.Parameters += params
+		c.Bytes += size
+		s.Totals.ByDType[t.DType.String()] = c
+		s.Totals.Tensors++
+		s.Totals.Parameters += params
+		s.Totals.Bytes += size
+	}
+	return s
+}
+
+func (s summary) print(w io.Writer) error {
+	fmt.Fprintf(w, "%s: %d tensors, %d parameters\n", s.File, s.Totals.Tensors, s.Totals.Parameters)
+	fmt.Fprintf(w, "header %s, data %s\n", bytesString(8+s.HeaderBytes), bytesString(s.DataBytes))
+	if len(s.Metadata) > 0 {
+		fmt.Fprintln(w, "\nmetadata:")
+		for _, k := range slices.Sorted(maps.Keys(s.Metadata)) {
+			fmt.Fprintf(w, "  %s: %s\n", quoteIfNeeded(k), quoteIfNeeded(s.Metadata[k]))
+		}
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tDTYPE\tSHAPE\tBYTES\tOFFSETS")
+	for _, t := range s.Tensors {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t[%d, %d)\n", quoteIfNeeded(t.Name), t.DType, shapeString(t.Shape), t.Bytes, t.DataOffsets[0], t.DataOffsets[1])
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "DTYPE\tTENSORS\tPARAMETERS\tBYTES\t")
+	for _, d := range slices.Sorted(maps.Keys(s.Totals.ByDType)) {
+		c := s.Totals.ByDType[d]
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t\n", d, c.Tensors, c.Parameters, c.Bytes)
+	}
+	fmt.Fprintf(tw, "total\t%d\t%d\t%d\t\n", s.Totals.Tensors, s.Totals.Parameters, s.Totals.Bytes)
+	return tw.Flush()
+}
+
+// quoteIfNeeded quotes s if it is empty or holds spaces, quotes or
+// characters that are not printable, so that a hostile name cannot forge
+// lines or columns of the output.
+func quoteIfNeeded(s string) string {
+	q := fmt.Sprintf("%q", s)
+	if s == "" || q[1:len(q)-1] != s || strings.ContainsAny(s, " \t") {
+		return q
+	}
+	return s
+}
+
+func shapeString(shape []uint64) string {
+	var b strings.Builder
+	b.WriteByte('[')
+	for i, d := range shape {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprint(&b, d)
+	}
+	b.WriteByte(']')
+	return b.String()
+}
+
+// bytesString gives n in bytes, and in KiB, MiB or GiB when it is that
+// large.
+func bytesString(n uint64) string {
+	s := fmt.Sprintf("%d bytes", n)
+	for i, unit := range []string{"GiB", "MiB", "KiB"} {
+		if div := uint64(1) << (10 * (3 - i)); n >= div {
+			return fmt.Sprintf("%s (%.1f %s)", s, float64(n)/float64(div), unit)
+		}
+	}
+	return s
+}

@@ -1,0 +1,150 @@
+// Command safetensors inspects, validates, summarizes and converts
+// safetensors files.
+//
+// Usage:
+//
+//	safetensors inspect [--json] FILE|URL
+//	safetensors validate [--values] FILE...
+//	safetensors stats FILE [NAME...]
+//	safetensors convert --dtype F16|BF16|F32 [--rounding nearest|truncate] IN OUT
+//
+// Each subcommand prints its help with -h. The exit status is 0 when all is
+// well, 1 when a file is invalid or a check failed, and 2 for a usage error.
+//
+// Install it with
+//
+//	go install github.com/safetensors-go/safetensors/cmd/safetensors@latest
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+)
+
+// The exit statuses.
+const (
+	exitOK    = 0
+	exitFail  = 1
+	exitUsage = 2
+)
+
+// A command is one subcommand. run gets the arguments after the
+// subcommand's name and returns the exit status.
+type command struct {
+	name, args, summary string
+	run                 func(args []string, stdout, stderr io.Writer) int
+}
+
+var commands []command
+
+func init() {
+	commands = []command{
+		{"inspect", "[--json] FILE|URL", "list the tensors, metadata and totals of a file", runInspect},
+		{"validate", "[--values] FILE...", "check files as the reference implementation does", runValidate},
+		{"stats", "FILE [NAME...]", "min, max, mean, standard deviation, NaNs and Infs of tensors", runStats},
+		{"convert", "--dtype F16|BF16|F32 [--rounding nearest|truncate] IN OUT", "cast the float tensors of a file", runConvert},
+	}
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run runs the command line args and returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		usage(stdout)
+		return exitOK
+	}
+	for _, c := range commands {
+		if c.name == args[0] {
+			return c.run(args[1:], stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "safetensors: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return exitUsage
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "safetensors reads, checks and converts safetensors files.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "usage:")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  safetensors %s %s\n        %s\n", c.name, c.args, c.summary)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Run 'safetensors COMMAND -h' for a command's flags.")
+	fmt.Fprintln(w, "Exit status: 0 all is well, 1 a file is invalid or a check failed, 2 usage error.")
+}
+
+// newFlags returns the flag set of the named command, whose usage message
+// lists its arguments and describes it.
+func newFlags(name string, stdout, stderr io.Writer, description string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		for _, c := range commands {
+			if c.name == name {
+				fmt.Fprintf(fs.Output(), "usage: safetensors %s %s\n\n", c.name, c.args)
+			}
+		}
+		fmt.Fprintln(fs.Output(), description)
+		hasFlags := false
+		fs.VisitAll(func(*flag.Flag) { hasFlags = true })
+		if hasFlags {
+			fmt.Fprintln(fs.Output(), "\nflags:")
+			fs.PrintDefaults()
+		}
+	}
+	return fs
+}
+
+// parse parses args with fs, flags and operands in any order (a "--" ends
+// the flags), and returns the operands. Help goes to stdout; the returned
+// status is what the command must exit with when ok is false.
+func parse(fs *flag.FlagSet, args []string, stdout io.Writer) (operands []string, status int, ok bool) {
+	// The flag package prints its complaints and the usage to the set's
+	// output: keep them until it is known whether they are help, for
+	// stdout, or an error, for stderr.
+	stderr := fs.Output()
+	var msg bytes.Buffer
+	fs.SetOutput(&msg)
+	defer fs.SetOutput(stderr)
+	for {
+		err := fs.Parse(args)
+		if errors.Is(err, flag.ErrHelp) {
+			stdout.Write(msg.Bytes())
+			return nil, exitOK, false
+		}
+		if err != nil {
+			stderr.Write(msg.Bytes())
+			return nil, exitUsage, false
+		}
+		rest := fs.Args()
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(operands, rest...), 0, true
+		}
+		if len(rest) == 0 {
+			return operands, 0, true
+		}
+		operands = append(operands, rest[0])
+		args = rest[1:]
+	}
+}
+
+// usageError prints msg and the command's usage, and returns exitUsage.
+func usageError(fs *flag.FlagSet, format string, args ...any) int {
+	fmt.Fprintf(fs.Output(), "safetensors %s: %s\n", fs.Name(), fmt.Sprintf(format, args...))
+	fs.Usage()
+	return exitUsage
+}

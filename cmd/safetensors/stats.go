@@ -1,0 +1,71 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/safetensors-go/safetensors"
+)
+
+func runStats(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("stats", stdout, stderr, `Stats prints, for each named tensor (all of them when none is named), the
+number of values, the minimum, maximum, mean and standard deviation of the
+finite ones, and the number of NaN and Inf values, computed in one pass over
+the file with float64 arithmetic (safetensors.Tensor.Stats). Tensors of types
+with no real value (C64, F4, F6) are listed with dashes.`)
+	operands, status, ok := parse(fs, args, stdout)
+	if !ok {
+		return status
+	}
+	if len(operands) == 0 {
+		return usageError(fs, "want a FILE")
+	}
+	path, names := operands[0], operands[1:]
+	r, err := safetensors.Open(path)
+	if err != nil {
+		fmt.Fprintf(stderr, "safetensors stats: %s: %v\n", path, err)
+		return exitFail
+	}
+	defer r.Close()
+	if len(names) == 0 {
+		for _, t := range r.Header().Tensors {
+			names = append(names, t.Name)
+		}
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tDTYPE\tCOUNT\tMIN\tMAX\tMEAN\tSTD\tNAN\tINF")
+	status = exitOK
+	for _, name := range names {
+		t, err := r.Tensor(name)
+		if err != nil {
+			tw.Flush()
+			fmt.Fprintf(stderr, "safetensors stats: %s: %v\n", path, err)
+			status = exitFail
+			continue
+		}
+		s, err := t.Stats()
+		if err != nil {
+			fmt.Fprintf(tw, "%s\t%v\t-\t-\t-\t-\t-\t-\t-\n", quoteIfNeeded(name), t.DType)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%v\t%d\t%s\t%s\t%s\t%s\t%d\t%d\n", quoteIfNeeded(name), t.DType, s.Count,
+			number(s.Min), number(s.Max), number(s.Mean), number(s.StdDev), s.NaN, s.Inf)
+	}
+	if err := tw.Flush(); err != nil {
+		fmt.Fprintf(stderr, "safetensors stats: %v\n", err)
+		return exitFail
+	}
+	return status
+}
+
+// number formats a statistic with 6 significant digits, or a dash when
+// there is none.
+func number(v float64) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
+	return strconv.FormatFloat(v, 'g', 6, 64)
+}

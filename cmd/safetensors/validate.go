@@ -1,0 +1,102 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/safetensors-go/safetensors"
+)
+
+func runValidate(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("validate", stdout, stderr, `Validate checks each file as the reference implementation (the Hugging Face Rust
+crate) does, and prints its verdict: ok, or the error that rejects the file.
+With --values it also reads the values of the float tensors and reports those
+holding NaN or Inf. The status is 1 if a file is invalid or holds such values.`)
+	values := fs.Bool("values", false, "also scan float tensors for NaN and Inf")
+	operands, status, ok := parse(fs, args, stdout)
+	if !ok {
+		return status
+	}
+	if len(operands) == 0 {
+		return usageError(fs, "want at least one FILE")
+	}
+	status = exitOK
+	for _, name := range operands {
+		if !validate(stdout, name, *values) {
+			status = exitFail
+		}
+	}
+	return status
+}
+
+// validate prints the verdict on the named file, and reports whether it is
+// valid (and free of NaN and Inf, with values).
+func validate(w io.Writer, name string, values bool) bool {
+	r, err := safetensors.Open(name)
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) && pe.Path == name {
+			err = pe.Err // the file's name goes first anyway
+		}
+		verdict := "error" // the file could not be read
+		if formatError(err) {
+			verdict = "invalid"
+		}
+		fmt.Fprintf(w, "%s: %s: %v\n", name, verdict, err)
+		return false
+	}
+	defer r.Close()
+	h := r.Header()
+	fmt.Fprintf(w, "%s: ok, %d tensors, %d bytes of data\n", name, len(h.Tensors), h.DataLen())
+	if !values {
+		return true
+	}
+	clean := true
+	for _, info := range h.Tensors {
+		if !isFloat(info.DType) {
+			continue
+		}
+		t, err := r.Tensor(info.Name)
+		if err == nil {
+			var s safetensors.Stats
+			if s, err = t.Stats(); err == nil && s.NaN+s.Inf > 0 {
+				fmt.Fprintf(w, "%s: tensor %s: %d NaN, %d Inf of %d values\n", name, quoteIfNeeded(info.Name), s.NaN, s.Inf, s.Count)
+				clean = false
+			}
+		}
+		if err != nil {
+			fmt.Fprintf(w, "%s: tensor %s: %v\n", name, quoteIfNeeded(info.Name), err)
+			clean = false
+		}
+	}
+	return clean
+}
+
+// formatError reports whether err says that a file breaks the format, as
+// opposed to failing to be read.
+func formatError(err error) bool {
+	for _, e := range []error{
+		safetensors.ErrHeaderTooSmall, safetensors.ErrHeaderTooLarge, safetensors.ErrInvalidHeaderLength,
+		safetensors.ErrHeaderNotUTF8, safetensors.ErrInvalidHeader, safetensors.ErrInvalidOffset,
+		safetensors.ErrShapeOverflow, safetensors.ErrMisalignedSlice, safetensors.ErrSizeMismatch,
+		safetensors.ErrIncompleteBuffer, safetensors.ErrUnknownDType,
+	} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// isFloat reports whether d is a floating-point dtype whose values can be
+// NaN or infinite.
+func isFloat(d safetensors.DType) bool {
+	switch d {
+	case safetensors.F64, safetensors.F32, safetensors.F16, safetensors.BF16,
+		safetensors.F8_E4M3, safetensors.F8_E5M2, safetensors.F8_E4M3FNUZ, safetensors.F8_E5M2FNUZ, safetensors.F8_E8M0:
+		return true
+	}
+	return false
+}
