@@ -490,3 +490,80 @@ func ExampleTensorFromFloat32s() {
 	fmt.Printf("%v %v % x\n", t.DType, t.Shape, t.Data)
 	// Output: BF16 [2] 80 3f cd 3d
 }
+
+// WriteSharded splits a checkpoint as transformers does; OpenIndex reads it
+// back as one.
+func ExampleOpenIndex() {
+	dir, err := os.MkdirTemp("", "checkpoint")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	var tensors []safetensors.Tensor
+	for i := range 3 {
+		tensors = append(tensors, safetensors.Tensor{
+			Name: fmt.Sprintf("layers.%d.weight", i), DType: safetensors.F32, Shape: []uint64{64}, Data: make([]byte, 256),
+		})
+	}
+	// At most 512 bytes of tensors a shard: two shards.
+	if err := safetensors.WriteSharded(dir, "model", tensors, 512, map[string]string{"format": "pt"}); err != nil {
+		log.Fatal(err)
+	}
+	index, err := os.ReadFile(filepath.Join(dir, "model.safetensors.index.json"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Print(string(index))
+
+	ckpt, err := safetensors.OpenIndex(dir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ckpt.Close()
+	shard, _ := ckpt.Shard("layers.2.weight")
+	fmt.Println(ckpt.Names(), shard)
+	// Output:
+	// {
+	//   "metadata": {
+	//     "total_size": 768
+	//   },
+	//   "weight_map": {
+	//     "layers.0.weight": "model-00001-of-00002.safetensors",
+	//     "layers.1.weight": "model-00001-of-00002.safetensors",
+	//     "layers.2.weight": "model-00002-of-00002.safetensors"
+	//   }
+	// }
+	// [layers.0.weight layers.1.weight layers.2.weight] model-00002-of-00002.safetensors
+}
+
+// CreateSharded streams tensors too large for memory into shards, in any
+// order, and writes the index when all have arrived.
+func ExampleCreateSharded() {
+	dir, err := os.MkdirTemp("", "checkpoint")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	specs := []safetensors.TensorSpec{
+		{Name: "embed", DType: safetensors.BF16, Shape: []uint64{1024, 64}}, // 128 KiB
+		{Name: "head", DType: safetensors.BF16, Shape: []uint64{1024, 64}},
+	}
+	w, err := safetensors.CreateSharded(dir, "model", specs, 200<<10, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer w.Abort()
+	for _, s := range []string{"head", "embed"} {
+		shard, _ := w.Shard(s)
+		fmt.Println(s, "→", shard)
+		if err := w.WriteTensor(s, bytes.NewReader(make([]byte, 128<<10))); err != nil {
+			log.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// head → model-00002-of-00002.safetensors
+	// embed → model-00001-of-00002.safetensors
+}

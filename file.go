@@ -110,10 +110,11 @@ var createTemp = func(name string) (fileWriter, error) {
 // atomicFile is a temporary file that replaces the file at path when it is
 // committed, and disappears when it is aborted.
 type atomicFile struct {
-	f    fileWriter
-	path string
-	done bool  // committed or aborted
-	err  error // the result of commit
+	f       fileWriter
+	path    string
+	done    bool  // committed or aborted
+	flushed bool  // synced and closed, not yet renamed
+	err     error // the result of commit
 }
 
 // createAtomic creates the temporary file for path, in the same directory
@@ -142,30 +143,56 @@ func (a *atomicFile) abort() {
 	}
 	a.done = true
 	a.err = ErrClosed
-	a.f.Close()
+	if !a.flushed {
+		a.f.Close()
+	}
 	os.Remove(a.f.Name())
 }
 
 // commit syncs and closes the temporary file and renames it to the path;
 // on failure it removes it.
 func (a *atomicFile) commit() error {
-	if a.done {
+	if err := a.flush(); err != nil {
+		return err
+	}
+	if err := a.rename(); err != nil {
+		return err
+	}
+	syncDir(filepath.Dir(a.path))
+	return nil
+}
+
+// flush syncs and closes the temporary file, the first half of commit; on
+// failure it removes it.
+func (a *atomicFile) flush() error {
+	if a.done || a.flushed {
 		return a.err
 	}
 	err := a.f.Sync()
 	if err == nil {
 		err = a.f.Close()
-		if err == nil {
-			err = os.Rename(a.f.Name(), a.path)
-		}
 	}
 	if err != nil {
 		a.abort()
 		a.err = err
 		return err
 	}
+	a.flushed = true
+	return nil
+}
+
+// rename renames the flushed temporary file to the path, the second half
+// of commit; on failure it removes it.
+func (a *atomicFile) rename() error {
+	if a.done {
+		return a.err
+	}
+	if err := os.Rename(a.f.Name(), a.path); err != nil {
+		a.abort()
+		a.err = err
+		return err
+	}
 	a.done = true
-	syncDir(filepath.Dir(a.path))
 	return nil
 }
 

@@ -189,6 +189,12 @@ func Open(path string, opts ...ReadOption) (*Reader, error) {
 		return nil, err
 	}
 	defer f.Close()
+	return openFile(f, path, cfg)
+}
+
+// openFile is Open of the file f, opened from path, which it does not
+// close.
+func openFile(f *os.File, path string, cfg *readConfig) (*Reader, error) {
 	info, err := f.Stat()
 	if err != nil {
 		return nil, err
@@ -275,6 +281,15 @@ func (r *Reader) Tensor(name string) (Tensor, error) {
 		return Tensor{}, &TensorError{Name: name, Err: ErrTensorNotFound}
 	}
 	return r.tensor(i)
+}
+
+// tensorInfo returns the header's entry of the named tensor.
+func (r *Reader) tensorInfo(name string) (TensorInfo, bool) {
+	i := r.h.index.find(r.h.Tensors, name)
+	if i < 0 {
+		return TensorInfo{}, false
+	}
+	return r.h.Tensors[i], true
 }
 
 // Tensors returns every tensor in file order; see Tensor.

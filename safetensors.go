@@ -41,6 +41,10 @@
 // tensor's NaNs and infinities and gives its extremes, mean and standard
 // deviation, for checking weights as they are loaded.
 //
+// [OpenIndex] opens a sharded checkpoint (model.safetensors.index.json and
+// its shards) as one, after checking the index against every shard;
+// [CreateSharded] and [WriteSharded] write one as transformers does.
+//
 // The remote subpackage reads files over HTTP with range requests, and the
 // safetensors command (cmd/safetensors) inspects, validates, summarizes and
 // converts files.

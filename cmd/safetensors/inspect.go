@@ -2,9 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -26,13 +28,27 @@ URL, of which only the header is read, with range requests.`)
 		return usageError(fs, "want one FILE or URL, got %d", len(operands))
 	}
 	name := operands[0]
-	r, err := openAny(name)
-	if err != nil {
-		fmt.Fprintf(stderr, "safetensors inspect: %v\n", err)
-		return exitFail
+	var s summary
+	if isCheckpoint(name) {
+		sh, err := safetensors.OpenIndex(name)
+		if errors.Is(err, safetensors.ErrUnlistedTensor) {
+			fmt.Fprintf(stderr, "safetensors inspect: warning: %v\n", err)
+		} else if err != nil {
+			fmt.Fprintf(stderr, "safetensors inspect: %v\n", err)
+			return exitFail
+		}
+		defer sh.Close()
+		s = summarizeSharded(name, sh)
+	} else {
+		r, err := openAny(name)
+		if err != nil {
+			fmt.Fprintf(stderr, "safetensors inspect: %v\n", err)
+			return exitFail
+		}
+		defer r.Close()
+		s = summarize(name, r.Header())
 	}
-	defer r.Close()
-	s := summarize(name, r.Header())
+	var err error
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -55,17 +71,35 @@ func openAny(name string) (*safetensors.Reader, error) {
 	return safetensors.Open(name) // its errors name the file
 }
 
+// isCheckpoint reports whether name is a sharded checkpoint: its index
+// file, or a directory.
+func isCheckpoint(name string) bool {
+	if strings.HasSuffix(name, safetensors.IndexSuffix) {
+		return true
+	}
+	info, err := os.Stat(name)
+	return err == nil && info.IsDir()
+}
+
 // summary is what inspect prints, and its JSON form.
 type summary struct {
-	File        string            `json:"file"`
-	HeaderBytes uint64            `json:"header_bytes"` // N, after the 8-byte length
-	DataBytes   uint64            `json:"data_bytes"`
-	Metadata    map[string]string `json:"metadata"`
-	Tensors     []tensorSummary   `json:"tensors"`
-	Totals      totals            `json:"totals"`
+	File        string          `json:"file"`
+	HeaderBytes uint64          `json:"header_bytes"` // N, after the 8-byte length; all shards' for a checkpoint
+	DataBytes   uint64          `json:"data_bytes"`
+	Metadata    map[string]any  `json:"metadata"` // strings for a file; JSON values for a checkpoint's index
+	Shards      []shardSummary  `json:"shards,omitempty"`
+	Tensors     []tensorSummary `json:"tensors"`
+	Totals      totals          `json:"totals"`
+}
+
+type shardSummary struct {
+	File      string `json:"file"`
+	Tensors   int    `json:"tensors"`
+	DataBytes uint64 `json:"data_bytes"`
 }
 
 type tensorSummary struct {
+	Shard       string    `json:"shard,omitempty"`
 	Name        string    `json:"name"`
 	DType       string    `json:"dtype"`
 	Shape       []uint64  `json:"shape"`
@@ -90,45 +124,94 @@ func summarize(file string, h *safetensors.Header) summary {
 		File:        file,
 		HeaderBytes: h.Len,
 		DataBytes:   h.DataLen(),
-		Metadata:    h.Metadata,
 		Tensors:     make([]tensorSummary, 0, len(h.Tensors)),
 		Totals:      totals{ByDType: map[string]count{}},
 	}
+	if h.Metadata != nil {
+		s.Metadata = make(map[string]any, len(h.Metadata))
+		for k, v := range h.Metadata {
+			s.Metadata[k] = v
+		}
+	}
 	for _, t := range h.Tensors {
-		size := t.DataOffsets[1] - t.DataOffsets[0]
-		// The element count from the size, which the header's validation
-		// bounds, rather than from the shape, whose product may overflow
-		// when a dimension is zero.
-		params := size * 8 / uint64(t.DType.Bits())
-		s.Tensors = append(s.Tensors, tensorSummary{
-			Name: t.Name, DType: t.DType.String(), Shape: t.Shape,
-			Parameters: params, Bytes: size, DataOffsets: t.DataOffsets,
-		})
-		c := s.Totals.ByDType[t.DType.String()]
-		c.Tensors++
-		c.Parameters += params
-		c.Bytes += size
-		s.Totals.ByDType[t.DType.String()] = c
-		s.Totals.Tensors++
-		s.Totals.Parameters += params
-		s.Totals.Bytes += size
+		s.add("", t)
 	}
 	return s
 }
 
+// summarizeSharded summarizes a checkpoint: its shards, and the tensors the
+// index lists, shard by shard.
+func summarizeSharded(file string, sh *safetensors.Sharded) summary {
+	s := summary{File: file, Metadata: sh.Metadata(), Totals: totals{ByDType: map[string]count{}}}
+	listed := make(map[string]bool)
+	for _, name := range sh.Names() {
+		listed[name] = true
+	}
+	for _, shard := range sh.Shards() {
+		s.Shards = append(s.Shards, shardSummary{File: shard})
+	}
+	for i := range s.Shards {
+		h, err := sh.Header(s.Shards[i].File)
+		if err != nil {
+			continue // cannot happen: the file comes from Shards
+		}
+		s.HeaderBytes += h.Len
+		s.Shards[i].DataBytes = h.DataLen()
+		s.DataBytes += h.DataLen()
+		for _, t := range h.Tensors {
+			if listed[t.Name] {
+				s.Shards[i].Tensors++
+				s.add(s.Shards[i].File, t)
+			}
+		}
+	}
+	return s
+}
+
+// add adds tensor t, of the named shard, to s.
+func (s *summary) add(shard string, t safetensors.TensorInfo) {
+	size := t.DataOffsets[1] - t.DataOffsets[0]
+	// The element count from the size, which the header's validation
+	// bounds, rather than from the shape, whose product may overflow when a
+	// dimension is zero.
+	params := size * 8 / uint64(t.DType.Bits())
+	s.Tensors = append(s.Tensors, tensorSummary{
+		Shard: shard, Name: t.Name, DType: t.DType.String(), Shape: t.Shape,
+		Parameters: params, Bytes: size, DataOffsets: t.DataOffsets,
+	})
+	c := s.Totals.ByDType[t.DType.String()]
+	c.Tensors++
+	c.Parameters += params
+	c.Bytes += size
+	s.Totals.ByDType[t.DType.String()] = c
+	s.Totals.Tensors++
+	s.Totals.Parameters += params
+	s.Totals.Bytes += size
+}
+
 func (s summary) print(w io.Writer) error {
 	fmt.Fprintf(w, "%s: %d tensors, %d parameters\n", s.File, s.Totals.Tensors, s.Totals.Parameters)
-	fmt.Fprintf(w, "header %s, data %s\n", bytesString(8+s.HeaderBytes), bytesString(s.DataBytes))
+	if s.Shards != nil {
+		fmt.Fprintf(w, "%d shards: headers %s, data %s\n", len(s.Shards), bytesString(8*uint64(len(s.Shards))+s.HeaderBytes), bytesString(s.DataBytes))
+	} else {
+		fmt.Fprintf(w, "header %s, data %s\n", bytesString(8+s.HeaderBytes), bytesString(s.DataBytes))
+	}
 	if len(s.Metadata) > 0 {
 		fmt.Fprintln(w, "\nmetadata:")
 		for _, k := range slices.Sorted(maps.Keys(s.Metadata)) {
-			fmt.Fprintf(w, "  %s: %s\n", quoteIfNeeded(k), quoteIfNeeded(s.Metadata[k]))
+			fmt.Fprintf(w, "  %s: %s\n", quoteIfNeeded(k), quoteIfNeeded(fmt.Sprint(s.Metadata[k])))
 		}
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	if s.Shards != nil {
+		fmt.Fprint(tw, "SHARD\t")
+	}
 	fmt.Fprintln(tw, "NAME\tDTYPE\tSHAPE\tBYTES\tOFFSETS")
 	for _, t := range s.Tensors {
+		if s.Shards != nil {
+			fmt.Fprintf(tw, "%s\t", quoteIfNeeded(t.Shard))
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t[%d, %d)\n", quoteIfNeeded(t.Name), t.DType, shapeString(t.Shape), t.Bytes, t.DataOffsets[0], t.DataOffsets[1])
 	}
 	if err := tw.Flush(); err != nil {

@@ -157,7 +157,7 @@ func TestInspect(t *testing.T) {
 	assert.Equal(t, 39, s.Totals.Tensors)
 	assert.Equal(t, uint64(250432), s.Totals.Parameters)
 	assert.Equal(t, 4*s.Totals.Parameters, s.Totals.Bytes)
-	assert.Equal(t, map[string]string{"format": "pt"}, s.Metadata)
+	assert.Equal(t, map[string]any{"format": "pt"}, s.Metadata)
 
 	status, stdout, stderr = runCmd("inspect", filepath.Join(corpus, "invalid", "layout_hole_4.safetensors"))
 	assert.Equal(t, exitFail, status)
@@ -167,6 +167,47 @@ func TestInspect(t *testing.T) {
 	status, _, stderr = runCmd("inspect", "no-such-file.safetensors")
 	assert.Equal(t, exitFail, status)
 	assert.Contains(t, stderr, "no-such-file.safetensors")
+}
+
+// TestInspectSharded inspects a sharded checkpoint of the tiny model, by
+// its index and by its directory.
+func TestInspectSharded(t *testing.T) {
+	src, err := safetensors.Open(tinyModel)
+	require.NoError(t, err)
+	defer src.Close()
+	tensors, err := src.Tensors()
+	require.NoError(t, err)
+	dir := t.TempDir()
+	require.NoError(t, safetensors.WriteSharded(dir, "model", tensors, 300_000, map[string]string{"format": "pt"}))
+
+	index := filepath.Join(dir, "model.safetensors.index.json")
+	status, stdout, stderr := runCmd("inspect", index)
+	assert.Equal(t, exitOK, status, stderr)
+	golden(t, "inspect-sharded.golden", strings.ReplaceAll(stdout, dir, "DIR"))
+	assert.Contains(t, stdout, "39 tensors, 250432 parameters\n4 shards:")
+
+	status, stdout, _ = runCmd("inspect", "--json", dir)
+	assert.Equal(t, exitOK, status)
+	var s summary
+	require.NoError(t, json.Unmarshal([]byte(stdout), &s))
+	assert.Len(t, s.Shards, 4)
+	assert.Equal(t, 39, s.Totals.Tensors)
+	assert.Equal(t, map[string]any{"total_size": float64(1001728)}, s.Metadata)
+	for _, ts := range s.Tensors {
+		assert.Regexp(t, `^model-0000[1-4]-of-00004.safetensors$`, ts.Shard)
+	}
+
+	status, stdout, _ = runCmd("validate", "--values", dir)
+	assert.Equal(t, exitOK, status)
+	assert.Equal(t, dir+": ok, 39 tensors in 4 shards, 1001728 bytes of data\n", stdout)
+
+	require.NoError(t, os.Remove(filepath.Join(dir, "model-00002-of-00004.safetensors")))
+	status, _, stderr = runCmd("inspect", dir)
+	assert.Equal(t, exitFail, status)
+	assert.Contains(t, stderr, "model-00002-of-00004.safetensors")
+	status, stdout, _ = runCmd("validate", index)
+	assert.Equal(t, exitFail, status)
+	assert.Contains(t, stdout, index+": invalid: ")
 }
 
 // TestInspectQuotesNames shows that a name holding a newline or spaces
@@ -276,7 +317,7 @@ func TestValidate(t *testing.T) {
 
 	status, stdout, _ = runCmd("validate", "no-such-file.safetensors", t.TempDir())
 	assert.Equal(t, exitFail, status)
-	assert.Regexp(t, `^no-such-file.safetensors: error: .*\n.*: error: .*not a regular file`, stdout)
+	assert.Regexp(t, `^no-such-file.safetensors: error: .*\n.*: invalid: .*0 files named \*\.safetensors\.index\.json`, stdout)
 }
 
 // TestValidateCorpus checks that validate gives the reference's verdict on

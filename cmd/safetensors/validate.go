@@ -11,7 +11,9 @@ import (
 
 func runValidate(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("validate", stdout, stderr, `Validate checks each file as the reference implementation (the Hugging Face Rust
-crate) does, and prints its verdict: ok, or the error that rejects the file.
+crate) does, and prints its verdict: ok, or the error that rejects the file. A
+FILE may also be a sharded checkpoint (its *.safetensors.index.json, or its
+directory), whose index is checked against every shard.
 With --values it also reads the values of the float tensors and reports those
 holding NaN or Inf. The status is 1 if a file is invalid or holds such values.`)
 	values := fs.Bool("values", false, "also scan float tensors for NaN and Inf")
@@ -31,10 +33,49 @@ holding NaN or Inf. The status is 1 if a file is invalid or holds such values.`)
 	return status
 }
 
-// validate prints the verdict on the named file, and reports whether it is
-// valid (and free of NaN and Inf, with values).
+// tensorSource is what validate reads tensors from: a Reader, or a
+// Sharded for a checkpoint.
+type tensorSource interface {
+	Tensor(name string) (safetensors.Tensor, error)
+	Close() error
+}
+
+// validate prints the verdict on the named file or checkpoint, and reports
+// whether it is valid (and free of NaN and Inf, with values).
 func validate(w io.Writer, name string, values bool) bool {
-	r, err := safetensors.Open(name)
+	var src tensorSource
+	var tensors []safetensors.TensorInfo
+	var err error
+	if isCheckpoint(name) {
+		var sh *safetensors.Sharded
+		sh, err = safetensors.OpenIndex(name)
+		if errors.Is(err, safetensors.ErrUnlistedTensor) {
+			fmt.Fprintf(w, "%s: warning: %v\n", name, err)
+			err = nil
+		}
+		if err == nil {
+			src = sh
+			var data uint64
+			for _, shard := range sh.Shards() {
+				h, _ := sh.Header(shard)
+				data += h.DataLen()
+				for _, t := range h.Tensors {
+					if _, err := sh.Shard(t.Name); err == nil { // listed
+						tensors = append(tensors, t)
+					}
+				}
+			}
+			fmt.Fprintf(w, "%s: ok, %d tensors in %d shards, %d bytes of data\n", name, len(tensors), len(sh.Shards()), data)
+		}
+	} else {
+		var r *safetensors.Reader
+		if r, err = safetensors.Open(name); err == nil {
+			src = r
+			h := r.Header()
+			tensors = h.Tensors
+			fmt.Fprintf(w, "%s: ok, %d tensors, %d bytes of data\n", name, len(h.Tensors), h.DataLen())
+		}
+	}
 	if err != nil {
 		var pe *os.PathError
 		if errors.As(err, &pe) && pe.Path == name {
@@ -47,18 +88,16 @@ func validate(w io.Writer, name string, values bool) bool {
 		fmt.Fprintf(w, "%s: %s: %v\n", name, verdict, err)
 		return false
 	}
-	defer r.Close()
-	h := r.Header()
-	fmt.Fprintf(w, "%s: ok, %d tensors, %d bytes of data\n", name, len(h.Tensors), h.DataLen())
+	defer src.Close()
 	if !values {
 		return true
 	}
 	clean := true
-	for _, info := range h.Tensors {
+	for _, info := range tensors {
 		if !isFloat(info.DType) {
 			continue
 		}
-		t, err := r.Tensor(info.Name)
+		t, err := src.Tensor(info.Name)
 		if err == nil {
 			var s safetensors.Stats
 			if s, err = t.Stats(); err == nil && s.NaN+s.Inf > 0 {
@@ -81,7 +120,7 @@ func formatError(err error) bool {
 		safetensors.ErrHeaderTooSmall, safetensors.ErrHeaderTooLarge, safetensors.ErrInvalidHeaderLength,
 		safetensors.ErrHeaderNotUTF8, safetensors.ErrInvalidHeader, safetensors.ErrInvalidOffset,
 		safetensors.ErrShapeOverflow, safetensors.ErrMisalignedSlice, safetensors.ErrSizeMismatch,
-		safetensors.ErrIncompleteBuffer, safetensors.ErrUnknownDType,
+		safetensors.ErrIncompleteBuffer, safetensors.ErrUnknownDType, safetensors.ErrInvalidIndex,
 	} {
 		if errors.Is(err, e) {
 			return true
