@@ -567,3 +567,35 @@ func ExampleCreateSharded() {
 	// head → model-00002-of-00002.safetensors
 	// embed → model-00001-of-00002.safetensors
 }
+
+// OpenFile opens a file already open, here one inside an os.Root, which
+// keeps symbolic links from leading out of the directory.
+func ExampleOpenFile() {
+	dir, err := os.MkdirTemp("", "models")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	t := safetensors.Tensor{Name: "w", DType: safetensors.U8, Shape: []uint64{2}, Data: []byte{1, 2}}
+	if err := safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), []safetensors.Tensor{t}, nil); err != nil {
+		log.Fatal(err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer root.Close()
+	f, err := root.Open("model.safetensors")
+	if err != nil {
+		log.Fatal(err)
+	}
+	r, err := safetensors.OpenFile(f)
+	f.Close() // the Reader keeps its mapping, not the file
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer r.Close()
+	w, _ := r.Tensor("w")
+	fmt.Println(w.Data)
+	// Output: [1 2]
+}

@@ -192,6 +192,17 @@ func Open(path string, opts ...ReadOption) (*Reader, error) {
 	return openFile(f, path, cfg)
 }
 
+// OpenFile is Open of a file already open, such as one opened inside an
+// os.Root so that symbolic links cannot lead out of a directory. It does not
+// close f; the Reader does not need it after OpenFile returns.
+func OpenFile(f *os.File, opts ...ReadOption) (*Reader, error) {
+	cfg, err := newReadConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	return openFile(f, f.Name(), cfg)
+}
+
 // openFile is Open of the file f, opened from path, which it does not
 // close.
 func openFile(f *os.File, path string, cfg *readConfig) (*Reader, error) {

@@ -267,7 +267,7 @@ func openShard(root *os.Root, file string, cfg *readConfig) (*Reader, error) {
 		return nil, err
 	}
 	defer f.Close()
-	return openFile(f, f.Name(), cfg)
+	return openFile(f, file, cfg)
 }
 
 // checkTotalSize checks the metadata's total_size, if any, against the sum

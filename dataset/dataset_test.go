@@ -1,0 +1,471 @@
+package dataset
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"testing"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/safetensors-go/safetensors"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var shardName = regexp.MustCompile(`^part-00007-\d{4}-[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}\.safetensors$`)
+
+// image and label are the columns of the tests' samples: an F32 [2, 3] and
+// an I64 scalar. sample makes sample i of them.
+var testColumns = []Column{
+	{Name: "label", DType: safetensors.I64},
+	{Name: "image", DType: safetensors.F32, Shape: []uint64{2, 3}},
+}
+
+func sample(i int) (label, image []byte) {
+	label = binary.LittleEndian.AppendUint64(nil, uint64(i))
+	for j := range 6 {
+		image = binary.LittleEndian.AppendUint32(image, math.Float32bits(float32(i)+float32(j)/10))
+	}
+	return label, image
+}
+
+func readManifest(t *testing.T, dir string) Manifest {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, ManifestName))
+	require.NoError(t, err)
+	var m Manifest
+	require.NoError(t, json.Unmarshal(data, &m))
+	return m
+}
+
+func files(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+func TestBatch(t *testing.T) {
+	for _, tc := range []struct {
+		tail    Tail
+		shards  []int64 // samples per shard
+		samples int     // samples read back
+	}{
+		{TailDrop, []int64{4, 4}, 8},
+		{TailPad, []int64{4, 4, 4}, 12},
+		{TailWrite, []int64{4, 4, 2}, 10},
+	} {
+		t.Run(fmt.Sprint(tc.tail), func(t *testing.T) {
+			dir := t.TempDir()
+			w, err := Create(dir, Options{Mode: Batch, Columns: testColumns, BatchSize: 4, Tail: tc.tail, TaskID: 7, Index: true})
+			require.NoError(t, err)
+			for i := range 10 {
+				label, image := sample(i)
+				require.NoError(t, w.Write(label, image))
+			}
+			require.NoError(t, w.Close())
+
+			m := readManifest(t, dir)
+			assert.Equal(t, w.Manifest(), m)
+			assert.Equal(t, "1.0", m.FormatVersion)
+			assert.Equal(t, "1.0", m.SafetensorsVersion)
+			assert.Equal(t, map[string]ColumnSchema{"image": {DType: "F32", Shape: []int64{2, 3}}, "label": {DType: "I64", Shape: []int64{}}}, m.Schema)
+			var counts []int64
+			var total int64
+			for i, s := range m.Shards {
+				assert.Regexp(t, shardName, s.Path)
+				assert.Equal(t, fmt.Sprintf("%04d", i), s.Path[11:15], "shard numbers count up")
+				info, err := os.Stat(filepath.Join(dir, s.Path))
+				require.NoError(t, err)
+				assert.Equal(t, info.Size(), s.Bytes)
+				counts = append(counts, s.Samples)
+				total += s.Bytes
+			}
+			assert.Equal(t, tc.shards, counts)
+			assert.Equal(t, total, m.TotalBytes)
+			assert.ElementsMatch(t, append(slices.Collect(func(yield func(string) bool) {
+				for _, s := range m.Shards {
+					yield(s.Path)
+				}
+			}), ManifestName, IndexName), files(t, dir), "no temporary file left")
+
+			d, err := Open(dir)
+			require.NoError(t, err)
+			defer d.Close()
+			assert.Equal(t, Batch, d.Mode())
+			n := 0
+			for s, err := range d.Samples() {
+				require.NoError(t, err)
+				require.Len(t, s.Tensors, 2)
+				assert.Equal(t, "image", s.Tensors[0].Name, "columns sorted by name")
+				label, image := sample(n)
+				if n >= 10 { // padding
+					label, image = make([]byte, 8), make([]byte, 24)
+				}
+				assert.Equal(t, image, s.Tensors[0].Data, "sample %d", n)
+				assert.Equal(t, label, s.Tensors[1].Data, "sample %d", n)
+				assert.Equal(t, []uint64{2, 3}, s.Tensors[0].Shape)
+				n++
+			}
+			assert.Equal(t, tc.samples, n)
+			nb := 0
+			for ts, err := range d.Batches() {
+				require.NoError(t, err)
+				assert.Equal(t, []uint64{uint64(tc.shards[nb]), 2, 3}, ts[0].Shape)
+				nb++
+			}
+			assert.Equal(t, len(tc.shards), nb)
+
+			rows, err := parquet.ReadFile[indexRow](filepath.Join(dir, IndexName))
+			require.NoError(t, err)
+			require.Len(t, rows, 2*len(tc.shards))
+			assert.ElementsMatch(t, []indexRow{ // the shard's tensors in file order
+				{TensorKey: "image", FileName: m.Shards[0].Path, Shape: []int32{4, 2, 3}, DType: "F32"},
+				{TensorKey: "label", FileName: m.Shards[0].Path, Shape: []int32{4}, DType: "I64"},
+			}, rows[:2])
+		})
+	}
+}
+
+func TestKeyValue(t *testing.T) {
+	for _, index := range []bool{false, true} {
+		t.Run(fmt.Sprint("index=", index), func(t *testing.T) {
+			dir := t.TempDir()
+			w, err := Create(dir, Options{Mode: KeyValue, Columns: testColumns, Index: index})
+			require.NoError(t, err)
+			for i := range 20 {
+				label, image := sample(i)
+				require.NoError(t, w.WriteKV(fmt.Sprintf("user%02d", i), label, image))
+			}
+			require.NoError(t, w.Close())
+			m := readManifest(t, dir)
+			require.Len(t, m.Shards, 1)
+			assert.Equal(t, int64(20), m.TotalSamples)
+
+			r, err := safetensors.Open(filepath.Join(dir, m.Shards[0].Path))
+			require.NoError(t, err)
+			assert.Contains(t, r.Names(), "user07__image")
+			assert.Contains(t, r.Names(), "user07__label")
+			r.Close()
+
+			d, err := Open(dir)
+			require.NoError(t, err)
+			defer d.Close()
+			assert.Equal(t, KeyValue, d.Mode())
+			n := 0
+			for s, err := range d.Samples() {
+				require.NoError(t, err)
+				assert.Equal(t, fmt.Sprintf("user%02d", n), s.Key)
+				label, image := sample(n)
+				assert.Equal(t, image, s.Tensors[0].Data)
+				assert.Equal(t, label, s.Tensors[1].Data)
+				n++
+			}
+			assert.Equal(t, 20, n)
+			tensor, err := d.Tensor("user13__image")
+			require.NoError(t, err)
+			_, image := sample(13)
+			assert.Equal(t, image, tensor.Data)
+			shard, err := d.Shard("user13__label")
+			require.NoError(t, err)
+			assert.Equal(t, m.Shards[0].Path, shard)
+			_, err = d.Tensor("nobody__image")
+			assert.True(t, errors.Is(err, safetensors.ErrTensorNotFound), "%v", err)
+			for _, err := range d.Batches() {
+				assert.ErrorIs(t, err, ErrInvalidOptions)
+			}
+		})
+	}
+}
+
+// TestKeyValueRollOver writes samples of 1 MiB with a target of 50 MB: the
+// shards roll over before they would pass it, and a lookup through the
+// index reads only the shard that holds the key.
+func TestKeyValueRollOver(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 120 MiB")
+	}
+	dir := t.TempDir()
+	cols := []Column{{Name: "blob", DType: safetensors.U8, Shape: []uint64{1 << 20}}}
+	w, err := Create(dir, Options{Mode: KeyValue, Columns: cols, TargetShardSizeMB: 50, Index: true, Separator: "/"})
+	require.NoError(t, err)
+	blob := make([]byte, 1<<20)
+	for i := range 120 {
+		blob[0] = byte(i)
+		require.NoError(t, w.WriteKV(fmt.Sprint("k", i), blob))
+	}
+	require.NoError(t, w.Close())
+	m := readManifest(t, dir)
+	require.Len(t, m.Shards, 3)
+	for _, s := range m.Shards {
+		assert.LessOrEqual(t, s.Bytes, int64(50<<20))
+	}
+	assert.Equal(t, []int64{49, 49, 22}, []int64{m.Shards[0].Samples, m.Shards[1].Samples, m.Shards[2].Samples})
+
+	_, err = Open(dir) // the separator is "/", not "__"
+	assert.ErrorIs(t, err, ErrInvalidDataset)
+	d, err := Open(dir, Separator("/"))
+	require.NoError(t, err)
+	defer d.Close()
+	tensor, err := d.Tensor("k100/blob")
+	require.NoError(t, err)
+	assert.Equal(t, byte(100), tensor.Data[0])
+	d.mu.Lock()
+	opened := len(d.readers)
+	d.mu.Unlock()
+	assert.Equal(t, 1, opened, "only the shard holding the key")
+}
+
+func TestDuplicates(t *testing.T) {
+	label, image := sample(1)
+	label2, image2 := sample(2)
+
+	w, err := Create(t.TempDir(), Options{Mode: KeyValue, Columns: testColumns})
+	require.NoError(t, err)
+	require.NoError(t, w.WriteKV("a", label, image))
+	assert.ErrorIs(t, w.WriteKV("a", label2, image2), ErrDuplicateKey)
+	require.NoError(t, w.Close())
+
+	dir := t.TempDir()
+	w, err = Create(dir, Options{Mode: KeyValue, Columns: testColumns, Duplicates: DuplicatesLastWins})
+	require.NoError(t, err)
+	require.NoError(t, w.WriteKV("a", label, image))
+	require.NoError(t, w.WriteKV("b", label, image))
+	require.NoError(t, w.WriteKV("a", label2, image2))
+	require.NoError(t, w.Close())
+	d, err := Open(dir)
+	require.NoError(t, err)
+	defer d.Close()
+	assert.Equal(t, int64(2), d.Manifest().TotalSamples)
+	got, err := d.Tensor("a__image")
+	require.NoError(t, err)
+	assert.Equal(t, image2, got.Data, "the last one wins")
+}
+
+// TestDuplicateAfterRollOver gives a key again after its shard is written.
+func TestDuplicateAfterRollOver(t *testing.T) {
+	cols := []Column{{Name: "blob", DType: safetensors.U8, Shape: []uint64{30 << 20}}}
+	w, err := Create(t.TempDir(), Options{Mode: KeyValue, Columns: cols, TargetShardSizeMB: 50, Duplicates: DuplicatesLastWins})
+	require.NoError(t, err)
+	blob := make([]byte, 30<<20)
+	require.NoError(t, w.WriteKV("a", blob))
+	require.NoError(t, w.WriteKV("b", blob)) // rolls over: "a" is written
+	assert.ErrorIs(t, w.WriteKV("a", blob), ErrDuplicateKey)
+	w.Abort()
+}
+
+func TestOptions(t *testing.T) {
+	for _, o := range []Options{
+		{},
+		{Mode: Batch, Columns: testColumns},
+		{Mode: Batch, Columns: testColumns, BatchSize: 4, Separator: "/"},
+		{Mode: Batch, Columns: testColumns, BatchSize: 4, Tail: 9},
+		{Mode: KeyValue, Columns: testColumns, BatchSize: 4},
+		{Mode: KeyValue, Columns: testColumns, TargetShardSizeMB: 49},
+		{Mode: KeyValue, Columns: testColumns, TargetShardSizeMB: 1001},
+		{Mode: KeyValue, Columns: testColumns, Duplicates: 5},
+		{Mode: KeyValue},
+		{Mode: KeyValue, Columns: []Column{{Name: "a", DType: safetensors.F32}, {Name: "a", DType: safetensors.F32}}},
+		{Mode: KeyValue, Columns: []Column{{Name: "", DType: safetensors.F32}}},
+		{Mode: KeyValue, Columns: []Column{{Name: "a", DType: safetensors.F8_E4M3}}},
+		{Mode: KeyValue, Columns: []Column{{Name: "a", DType: safetensors.F32, Shape: []uint64{1 << 31}}}},
+		{Mode: KeyValue, Columns: testColumns, TaskID: 100000},
+	} {
+		_, err := Create(t.TempDir(), o)
+		assert.ErrorIs(t, err, ErrInvalidOptions, "%+v", o)
+	}
+
+	w, err := Create(t.TempDir(), Options{Mode: Batch, Columns: testColumns, BatchSize: 2})
+	require.NoError(t, err)
+	label, image := sample(0)
+	assert.ErrorIs(t, w.Write(label), ErrInvalidSample)
+	assert.ErrorIs(t, w.Write(label, image[1:]), ErrInvalidSample)
+	assert.ErrorIs(t, w.WriteKV("k", label, image), ErrInvalidSample)
+	assert.ErrorIs(t, w.WriteFloat32s(nil, nil), ErrInvalidSample, "label is I64")
+	w.Abort()
+
+	dir := t.TempDir()
+	w, err = Create(dir, Options{Mode: Batch, Columns: testColumns, BatchSize: 2})
+	require.NoError(t, err)
+	require.NoError(t, w.Close())
+	_, err = Create(dir, Options{Mode: Batch, Columns: testColumns, BatchSize: 2})
+	assert.ErrorIs(t, err, ErrExists)
+	assert.ErrorIs(t, w.Close(), safetensors.ErrClosed)
+}
+
+// TestFailureLeavesNothing makes a write fail after shards were written,
+// and aborts another writer: nothing is left in either directory.
+func TestFailureLeavesNothing(t *testing.T) {
+	dir := t.TempDir()
+	cols := []Column{{Name: "x", DType: safetensors.U8}, {Name: "y__x", DType: safetensors.U8}}
+	w, err := Create(dir, Options{Mode: KeyValue, Columns: cols, Index: true, TargetShardSizeMB: 50})
+	require.NoError(t, err)
+	require.NoError(t, w.WriteKV("a", []byte{1}, []byte{2}))
+	// "a__y" + "__x" is "a__y__x", the name of a's column y__x.
+	require.NoError(t, w.WriteKV("a__y", []byte{1}, []byte{2}))
+	assert.ErrorIs(t, w.Close(), ErrDuplicateKey)
+	assert.Empty(t, files(t, dir))
+
+	dir = t.TempDir()
+	w, err = Create(dir, Options{Mode: Batch, Columns: testColumns, BatchSize: 1, Index: true})
+	require.NoError(t, err)
+	for i := range 3 {
+		label, image := sample(i)
+		require.NoError(t, w.Write(label, image))
+	}
+	assert.Len(t, files(t, dir), 4, "3 shards and the index's spill")
+	w.Abort()
+	assert.Empty(t, files(t, dir))
+	assert.ErrorIs(t, w.Close(), safetensors.ErrClosed)
+}
+
+func TestFloat32s(t *testing.T) {
+	cols := []Column{{Name: "h", DType: safetensors.F16, Shape: []uint64{3}}, {Name: "b", DType: safetensors.BF16, Shape: []uint64{3}},
+		{Name: "f", DType: safetensors.F32, Shape: []uint64{3}}, {Name: "d", DType: safetensors.F64, Shape: []uint64{3}}}
+	vals := []float32{1.0009766, -3.3333333, float32(math.NaN())}
+	for _, nearest := range []bool{false, true} {
+		dir := t.TempDir()
+		w, err := Create(dir, Options{Mode: KeyValue, Columns: cols, RoundToNearest: nearest})
+		require.NoError(t, err)
+		require.NoError(t, w.WriteKVFloat32s("k", vals, vals, vals, vals))
+		require.NoError(t, w.Close())
+		d, err := Open(dir)
+		require.NoError(t, err)
+		r := safetensors.Truncate
+		if nearest {
+			r = safetensors.RoundNearestEven
+		}
+		h, err := d.Tensor("k__h")
+		require.NoError(t, err)
+		assert.Equal(t, safetensors.F32sToF16Bytes(nil, vals, r), h.Data)
+		b, err := d.Tensor("k__b")
+		require.NoError(t, err)
+		assert.Equal(t, safetensors.F32sToBF16Bytes(nil, vals, r), b.Data)
+		assert.Equal(t, uint16(0xc055), binary.LittleEndian.Uint16(b.Data[2:]), "-3.333 truncated is 0xc055, rounded 0xc055 too")
+		f, err := d.Tensor("k__f")
+		require.NoError(t, err)
+		got, err := safetensors.View[float32](f)
+		require.NoError(t, err)
+		assert.Equal(t, vals[:2], got[:2])
+		d.Close()
+	}
+}
+
+// writeSmall writes a batch dataset of 3 shards of 2 samples, with an
+// index, and returns its directory.
+func writeSmall(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	w, err := Create(dir, Options{Mode: Batch, Columns: testColumns, BatchSize: 2, Index: true})
+	require.NoError(t, err)
+	for i := range 6 {
+		label, image := sample(i)
+		require.NoError(t, w.Write(label, image))
+	}
+	require.NoError(t, w.Close())
+	return dir
+}
+
+func editManifest(t *testing.T, dir string, edit func(m *Manifest)) {
+	t.Helper()
+	m := readManifest(t, dir)
+	edit(&m)
+	data, err := json.Marshal(m)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ManifestName), data, 0o644))
+}
+
+func TestOpenCorrupted(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		corrupt func(t *testing.T, dir string)
+		says    string
+	}{
+		{"shard missing", func(t *testing.T, dir string) {
+			require.NoError(t, os.Remove(filepath.Join(dir, readManifest(t, dir).Shards[1].Path)))
+		}, "shard part-"},
+		{"shard longer", func(t *testing.T, dir string) {
+			f, err := os.OpenFile(filepath.Join(dir, readManifest(t, dir).Shards[2].Path), os.O_APPEND|os.O_WRONLY, 0)
+			require.NoError(t, err)
+			f.Write([]byte{0})
+			f.Close()
+		}, "the manifest says"},
+		{"shard not safetensors", func(t *testing.T, dir string) {
+			m := readManifest(t, dir)
+			require.NoError(t, os.WriteFile(filepath.Join(dir, m.Shards[0].Path), make([]byte, m.Shards[0].Bytes), 0o644))
+		}, "shard part-"},
+		{"totals", func(t *testing.T, dir string) {
+			editManifest(t, dir, func(m *Manifest) { m.TotalSamples++ })
+		}, "total_samples 7"},
+		{"sample count", func(t *testing.T, dir string) {
+			editManifest(t, dir, func(m *Manifest) { m.Shards[0].Samples++; m.TotalSamples++ })
+		}, "the schema and sample count make it"},
+		{"schema dtype", func(t *testing.T, dir string) {
+			editManifest(t, dir, func(m *Manifest) { m.Schema["label"] = ColumnSchema{DType: "I32", Shape: []int64{}} })
+		}, `tensor "label" is I64 [2]`},
+		{"schema unknown dtype", func(t *testing.T, dir string) {
+			editManifest(t, dir, func(m *Manifest) { m.Schema["label"] = ColumnSchema{DType: "Q7"} })
+		}, `dtype "Q7"`},
+		{"path escapes", func(t *testing.T, dir string) {
+			editManifest(t, dir, func(m *Manifest) { m.Shards[0].Path = "../" + m.Shards[0].Path })
+		}, "not inside the dataset's directory"},
+		{"shard twice", func(t *testing.T, dir string) {
+			editManifest(t, dir, func(m *Manifest) {
+				m.Shards[1] = m.Shards[0]
+				m.TotalBytes += m.Shards[0].Bytes - readManifest(t, dir).Shards[1].Bytes
+			})
+		}, "listed twice"},
+		{"version", func(t *testing.T, dir string) {
+			editManifest(t, dir, func(m *Manifest) { m.FormatVersion = "2.0" })
+		}, `format_version "2.0"`},
+		{"not JSON", func(t *testing.T, dir string) {
+			require.NoError(t, os.WriteFile(filepath.Join(dir, ManifestName), []byte("{"), 0o644))
+		}, ManifestName},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := writeSmall(t)
+			tc.corrupt(t, dir)
+			d, err := Open(dir)
+			assert.Nil(t, d)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.says)
+			if tc.name != "shard missing" {
+				assert.ErrorIs(t, err, ErrInvalidDataset)
+			}
+		})
+	}
+	_, err := Open(filepath.Join(t.TempDir(), "none"))
+	assert.ErrorIs(t, err, os.ErrNotExist)
+}
+
+// TestCorruptIndex gives a lookup an index that is not Parquet: an error,
+// not a panic.
+func TestCorruptIndex(t *testing.T) {
+	dir := writeSmall(t)
+	for _, content := range [][]byte{[]byte("PAR1 not really PAR1"), make([]byte, 100)} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, IndexName), content, 0o644))
+		d, err := Open(dir)
+		require.NoError(t, err, "the index is read on first lookup")
+		_, err = d.Tensor("image")
+		assert.ErrorIs(t, err, ErrInvalidDataset)
+		d.Close()
+	}
+	// Without an index, lookups read the shards' headers.
+	require.NoError(t, os.Remove(filepath.Join(dir, IndexName)))
+	d, err := Open(dir)
+	require.NoError(t, err)
+	defer d.Close()
+	shard, err := d.Shard("image")
+	require.NoError(t, err)
+	assert.Equal(t, d.Manifest().Shards[0].Path, shard, "the first shard that holds it")
+}

@@ -1,0 +1,106 @@
+package dataset_test
+
+import (
+	"fmt"
+	"log"
+	"os"
+
+	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/dataset"
+)
+
+// A batch dataset: every 2 samples make a shard whose tensors are the
+// columns, stacked.
+func ExampleCreate() {
+	dir, err := os.MkdirTemp("", "dataset")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	w, err := dataset.Create(dir, dataset.Options{
+		Mode:      dataset.Batch,
+		BatchSize: 2,
+		Tail:      dataset.TailWrite, // keep a short last shard
+		Columns:   []dataset.Column{{Name: "x", DType: safetensors.BF16, Shape: []uint64{3}}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer w.Abort() // removes the files unless Close succeeded
+	for i := range 5 {
+		v := float32(i)
+		if err := w.WriteFloat32s([]float32{v, v + 0.25, v + 0.5}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		log.Fatal(err)
+	}
+	m := w.Manifest()
+	fmt.Println(m.TotalSamples, "samples,", len(m.Shards), "shards, schema", m.Schema)
+
+	d, err := dataset.Open(dir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer d.Close()
+	for batch, err := range d.Batches() {
+		if err != nil {
+			log.Fatal(err)
+		}
+		vals, _ := batch[0].Float32s()
+		fmt.Println(batch[0].Shape, vals)
+	}
+	// Output:
+	// 5 samples, 3 shards, schema map[x:{BF16 [3]}]
+	// [2 3] [0 0.25 0.5 1 1.25 1.5]
+	// [2 3] [2 2.25 2.5 3 3.25 3.5]
+	// [1 3] [4 4.25 4.5]
+}
+
+// A key-value dataset, read back by key.
+func ExampleOpen() {
+	dir, err := os.MkdirTemp("", "dataset")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	w, err := dataset.Create(dir, dataset.Options{
+		Mode:    dataset.KeyValue,
+		Index:   true,
+		Columns: []dataset.Column{{Name: "vec", DType: safetensors.F32, Shape: []uint64{2}}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, key := range []string{"alice", "bob"} {
+		if err := w.WriteKVFloat32s(key, []float32{float32(len(key)), 1}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		log.Fatal(err)
+	}
+
+	d, err := dataset.Open(dir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer d.Close()
+	t, err := d.Tensor("alice__vec") // found through _tensor_index.parquet
+	if err != nil {
+		log.Fatal(err)
+	}
+	v, _ := safetensors.View[float32](t)
+	fmt.Println(d.Mode(), t.Name, v)
+	for s, err := range d.Samples() {
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(s.Key, s.Tensors[0].Name)
+	}
+	// Output:
+	// key-value alice__vec [5 1]
+	// alice alice__vec
+	// bob bob__vec
+}
