@@ -7,18 +7,23 @@ import (
 	"io"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/dataset"
 	"github.com/safetensors-go/safetensors/remote"
 )
 
 func runInspect(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("inspect", stdout, stderr, `Inspect lists a file's tensors (name, dtype, shape, size in bytes, offsets in the
 data section), its metadata, and totals by dtype. FILE may be an http:// or https://
-URL, of which only the header is read, with range requests.`)
+URL, of which only the header is read, with range requests; a sharded checkpoint
+(its *.safetensors.index.json or its directory), listed shard by shard; or the
+directory of a safetensors-spark dataset (dataset_manifest.json), whose mode,
+schema and shards are listed.`)
 	asJSON := fs.Bool("json", false, "print JSON instead of tables")
 	operands, status, ok := parse(fs, args, stdout)
 	if !ok {
@@ -28,6 +33,9 @@ URL, of which only the header is read, with range requests.`)
 		return usageError(fs, "want one FILE or URL, got %d", len(operands))
 	}
 	name := operands[0]
+	if isDataset(name) {
+		return inspectDataset(name, *asJSON, stdout, stderr)
+	}
 	var s summary
 	if isCheckpoint(name) {
 		sh, err := safetensors.OpenIndex(name)
@@ -69,6 +77,59 @@ func openAny(name string) (*safetensors.Reader, error) {
 		return remote.Open(nil, name)
 	}
 	return safetensors.Open(name) // its errors name the file
+}
+
+// isDataset reports whether name is a directory holding a dataset
+// manifest.
+func isDataset(name string) bool {
+	_, err := os.Stat(filepath.Join(name, dataset.ManifestName))
+	return err == nil
+}
+
+// inspectDataset prints a dataset's mode, schema and shards.
+func inspectDataset(dir string, asJSON bool, stdout, stderr io.Writer) int {
+	d, err := dataset.Open(dir)
+	if err != nil {
+		fmt.Fprintf(stderr, "safetensors inspect: %v\n", err)
+		return exitFail
+	}
+	defer d.Close()
+	m := d.Manifest()
+	_, statErr := os.Stat(filepath.Join(dir, dataset.IndexName))
+	hasIndex := statErr == nil
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(struct {
+			Dir      string           `json:"dir"`
+			Mode     string           `json:"mode"`
+			Index    bool             `json:"index"`
+			Manifest dataset.Manifest `json:"manifest"`
+		}{dir, d.Mode().String(), hasIndex, m})
+	} else {
+		fmt.Fprintf(stdout, "%s: dataset, %v mode, %d samples in %d shards, %s\n", dir, d.Mode(), m.TotalSamples, len(m.Shards), bytesString(uint64(m.TotalBytes)))
+		if hasIndex {
+			fmt.Fprintf(stdout, "index: %s\n", dataset.IndexName)
+		}
+		fmt.Fprintln(stdout)
+		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "COLUMN\tDTYPE\tSHAPE")
+		for _, c := range d.Columns() {
+			fmt.Fprintf(tw, "%s\t%v\t%s\n", quoteIfNeeded(c.Name), c.DType, shapeString(c.Shape))
+		}
+		tw.Flush()
+		fmt.Fprintln(stdout)
+		fmt.Fprintln(tw, "SHARD\tSAMPLES\tBYTES")
+		for _, s := range m.Shards {
+			fmt.Fprintf(tw, "%s\t%d\t%d\n", quoteIfNeeded(s.Path), s.Samples, s.Bytes)
+		}
+		err = tw.Flush()
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "safetensors inspect: %v\n", err)
+		return exitFail
+	}
+	return exitOK
 }
 
 // isCheckpoint reports whether name is a sharded checkpoint: its index

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/dataset"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -208,6 +209,43 @@ func TestInspectSharded(t *testing.T) {
 	status, stdout, _ = runCmd("validate", index)
 	assert.Equal(t, exitFail, status)
 	assert.Contains(t, stdout, index+": invalid: ")
+}
+
+// TestInspectDataset inspects a dataset directory written by the dataset
+// package.
+func TestInspectDataset(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ds")
+	w, err := dataset.Create(dir, dataset.Options{Mode: dataset.Batch, BatchSize: 2, Index: true, Columns: []dataset.Column{
+		{Name: "x", DType: safetensors.F32, Shape: []uint64{3}}, {Name: "y", DType: safetensors.U8},
+	}})
+	require.NoError(t, err)
+	x := make([]byte, 12)
+	for i := range 4 {
+		require.NoError(t, w.Write(x, []byte{byte(i)}))
+	}
+	require.NoError(t, w.Close())
+	status, stdout, stderr := runCmd("inspect", dir)
+	assert.Equal(t, exitOK, status, stderr)
+	m := w.Manifest()
+	redacted := strings.ReplaceAll(strings.ReplaceAll(stdout, dir, "DIR"), m.Shards[0].Path[16:52], "UUID")
+	golden(t, "inspect-dataset.golden", redacted)
+
+	status, stdout, _ = runCmd("inspect", "--json", dir)
+	assert.Equal(t, exitOK, status)
+	var got struct {
+		Mode     string
+		Index    bool
+		Manifest dataset.Manifest
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &got))
+	assert.Equal(t, "batch", got.Mode)
+	assert.True(t, got.Index)
+	assert.Equal(t, m, got.Manifest)
+
+	require.NoError(t, os.Remove(filepath.Join(dir, m.Shards[1].Path)))
+	status, _, stderr = runCmd("inspect", dir)
+	assert.Equal(t, exitFail, status)
+	assert.Contains(t, stderr, m.Shards[1].Path)
 }
 
 // TestInspectQuotesNames shows that a name holding a newline or spaces
