@@ -105,42 +105,15 @@ func addChunk[T float32 | float64](a *statsAcc, v []T) {
 		s1 += x1
 		s2 += x2
 		s3 += x3
-		// Comparisons rather than min and max, which would order NaNs and
-		// signed zeros at some cost.
-		if x0 < lo {
-			lo = x0
-		}
-		if x0 > hi {
-			hi = x0
-		}
-		if x1 < lo {
-			lo = x1
-		}
-		if x1 > hi {
-			hi = x1
-		}
-		if x2 < lo {
-			lo = x2
-		}
-		if x2 > hi {
-			hi = x2
-		}
-		if x3 < lo {
-			lo = x3
-		}
-		if x3 > hi {
-			hi = x3
-		}
+		lo, hi = extend(lo, hi, x0)
+		lo, hi = extend(lo, hi, x1)
+		lo, hi = extend(lo, hi, x2)
+		lo, hi = extend(lo, hi, x3)
 	}
 	for ; i < len(v); i++ {
 		x := float64(v[i])
 		s0 += x
-		if x < lo {
-			lo = x
-		}
-		if x > hi {
-			hi = x
-		}
+		lo, hi = extend(lo, hi, x)
 	}
 	sum := s0 + s1 + s2 + s3
 	if sum-sum != 0 {
@@ -163,6 +136,18 @@ func addChunk[T float32 | float64](a *statsAcc, v []T) {
 		m0 += d * d
 	}
 	a.merge(float64(len(v)), mean, m0+m1+m2+m3, lo, hi)
+}
+
+// extend returns the range [lo, hi] extended to x, with comparisons rather
+// than min and max, which would order NaNs and signed zeros at some cost.
+func extend(lo, hi, x float64) (float64, float64) {
+	if x < lo {
+		lo = x
+	}
+	if x > hi {
+		hi = x
+	}
+	return lo, hi
 }
 
 // addChunkChecked is addChunk's second pass for a chunk that holds a NaN

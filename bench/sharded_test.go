@@ -3,10 +3,10 @@ package bench
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/safetensors-go/safetensors"
 )
@@ -69,32 +69,5 @@ func BenchmarkOpenIndex(b *testing.B) {
 		float64(createSharded(b, small, perShard, 8)),
 	}
 	dirs := []string{large, small}
-	best := make([]time.Duration, 2)
-	var growth int64
-	round := 0
-	for b.Loop() {
-		for k := range 2 {
-			i := (k + round) % 2
-			before := statusBytes("VmRSS:")
-			start := time.Now()
-			s, err := safetensors.OpenIndex(dirs[i])
-			elapsed := time.Since(start)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if i == 0 {
-				growth = max(growth, statusBytes("VmRSS:")-before)
-			}
-			s.Close()
-			if best[i] == 0 || elapsed < best[i] {
-				best[i] = elapsed
-			}
-		}
-		round++
-	}
-	b.ReportMetric(float64(best[0].Microseconds()), "large-µs")
-	b.ReportMetric(float64(best[1].Microseconds()), "small-µs")
-	b.ReportMetric(hdr[0], "large-hdr-bytes")
-	b.ReportMetric(best[0].Seconds()/hdr[0]/(best[1].Seconds()/hdr[1]), "x")
-	b.ReportMetric(float64(growth)/1024, "rss-growth-KiB")
+	openLargeSmall(b, hdr, func(i int) (io.Closer, error) { return safetensors.OpenIndex(dirs[i]) })
 }

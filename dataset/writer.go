@@ -144,7 +144,9 @@ func (o *Options) check() error {
 }
 
 // Writer writes a dataset, shard by shard, through the safetensors
-// package's streaming writer; see Create.
+// package's streaming writer; see Create. A Writer is for one goroutine at
+// a time. Errors are sticky: after a failed write, which removes what was
+// written, every call returns the same error.
 type Writer struct {
 	dir   string
 	opts  Options
