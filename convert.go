@@ -254,6 +254,10 @@ func f16ToF32sGo(dst []float32, src []uint16) {
 
 func bf16ToF32sGo(dst []float32, src []uint16) {
 	dst = dst[:len(src)]
+	if littleEndian {
+		n := swarBF16ToF32(asBytes(dst), asBytes(src))
+		dst, src = dst[n:], src[n:]
+	}
 	for i, b := range src {
 		dst[i] = math.Float32frombits(uint32(b) << 16)
 	}
@@ -310,6 +314,10 @@ func f16BytesToF32sGo(dst []float32, src []byte) {
 
 func bf16BytesToF32sGo(dst []float32, src []byte) {
 	dst = dst[:len(src)/2]
+	if littleEndian {
+		n := swarBF16ToF32(asBytes(dst), src)
+		dst, src = dst[n:], src[2*n:]
+	}
 	for i := range dst {
 		dst[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(src[2*i:])) << 16)
 	}
