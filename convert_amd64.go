@@ -35,6 +35,9 @@ func f32ToBF16NearestAVX2(dst, src unsafe.Pointer, n int, stream bool)
 //go:noescape
 func f32ToBF16TruncAVX2(dst, src unsafe.Pointer, n int, stream bool)
 
+//go:noescape
+func f32ToBF16NearestAVX512(dst, src unsafe.Pointer, n int, stream bool)
+
 // hasF16CAVX2 reports whether the CPU has F16C and AVX2 and the operating
 // system saves the AVX registers.
 func hasF16CAVX2() bool {
@@ -54,8 +57,26 @@ func hasF16CAVX2() bool {
 	return ebx7&(1<<5) != 0 // AVX2
 }
 
-// useAsm reports whether the assembly is in use, for tests and benchmarks.
-var useAsm = hasF16CAVX2()
+// hasAVX512BF16 reports whether the CPU has AVX-512 with its BF16
+// conversions and the operating system saves the AVX-512 registers.
+func hasAVX512BF16() bool {
+	if maxID, _, _, _ := cpuid(0, 0); maxID < 7 {
+		return false
+	}
+	if xcr0, _ := xgetbv(); xcr0&0xe6 != 0xe6 { // the XMM, YMM, opmask and ZMM state
+		return false
+	}
+	_, ebx7, _, _ := cpuid(7, 0)
+	eax71, _, _, _ := cpuid(7, 1)
+	return ebx7&(1<<16) != 0 && eax71&(1<<5) != 0 // AVX512F, AVX512_BF16
+}
+
+// useAsm reports whether the assembly is in use, for tests and benchmarks;
+// useAVX512BF16 whether the AVX-512 kernel rounds float32 to BF16.
+var (
+	useAsm        = hasF16CAVX2()
+	useAVX512BF16 = useAsm && hasAVX512BF16()
+)
 
 // widen is an assembly conversion to float32 of n elements, a multiple of 16.
 type widen func(dst, src unsafe.Pointer, n int)
@@ -115,6 +136,9 @@ func f16For(r Rounding) (narrow, func(float32) uint16) {
 func bf16For(r Rounding) (narrow, func(float32) uint16) {
 	if r == Truncate {
 		return f32ToBF16TruncAVX2, func(f float32) uint16 { return F32ToBF16(f, Truncate) }
+	}
+	if useAVX512BF16 {
+		return f32ToBF16NearestAVX512, func(f float32) uint16 { return F32ToBF16(f, RoundNearestEven) }
 	}
 	return f32ToBF16NearestAVX2, func(f float32) uint16 { return F32ToBF16(f, RoundNearestEven) }
 }

@@ -341,3 +341,67 @@ btruncdone:
 	SFENCE
 	VZEROUPPER
 	RET
+
+DATA subnormalMax<>+0(SB)/4, $0x007fffff
+GLOBL subnormalMax<>(SB), RODATA|NOPTR, $4
+
+// The assembler lacks VCVTNEPS2BF16 (AVX512_BF16): these are its EVEX
+// encodings for Z0 into Y0 and Z1 into Y2.
+#define VCVTNEPS2BF16_Z0_Y0 BYTE $0x62; BYTE $0xF2; BYTE $0x7E; BYTE $0x48; BYTE $0x72; BYTE $0xC0
+#define VCVTNEPS2BF16_Z1_Y2 BYTE $0x62; BYTE $0xF2; BYTE $0x7E; BYTE $0x48; BYTE $0x72; BYTE $0xD1
+
+// func f32ToBF16NearestAVX512(dst, src unsafe.Pointer, n int, stream bool)
+//
+// VCVTNEPS2BF16 rounds to nearest even and quiets NaNs as F32ToBF16 does,
+// but treats subnormal inputs as zeros: the blocks that hold one take the
+// AVX2 path. Z16-Z18 hold its constants, clear of the AVX2 path's Y12-Y14.
+TEXT ·f32ToBF16NearestAVX512(SB), NOSPLIT, $0-25
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVB stream+24(FP), R8
+	VPBROADCASTD absMask<>(SB), Z16
+	VPBROADCASTD one<>(SB), Z17
+	VPBROADCASTD subnormalMax<>(SB), Z18
+	VPBROADCASTD roundBias<>(SB), Y12
+	VPBROADCASTD one<>(SB), Y13
+	VPBROADCASTD bf16QuietHigh<>(SB), Y14
+	SHRQ $5, CX
+	JZ   z16done
+
+z16loop:
+	VMOVDQU32 (SI), Z0
+	VMOVDQU32 64(SI), Z1
+	// A subnormal lane: 1 <= |x| <= 0x7fffff, that is |x|-1 below 0x7fffff.
+	VPANDD    Z16, Z0, Z4
+	VPANDD    Z16, Z1, Z5
+	VPSUBD    Z17, Z4, Z4
+	VPSUBD    Z17, Z5, Z5
+	VPCMPUD   $1, Z18, Z4, K1
+	VPCMPUD   $1, Z18, Z5, K2
+	KORTESTW  K1, K2
+	JNZ       z16slow
+	VCVTNEPS2BF16_Z0_Y0
+	VCVTNEPS2BF16_Z1_Y2
+
+z16store:
+	STORE64Y(Y0, Y2, R8, z16plain, z16next)
+	ADDQ $128, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ  z16loop
+
+z16done:
+	SFENCE
+	VZEROUPPER
+	RET
+
+z16slow:
+	LOAD128
+	BF16NAN(Y0, Y4, Y8)
+	BF16NAN(Y1, Y5, Y8)
+	BF16NAN(Y2, Y6, Y8)
+	BF16NAN(Y3, Y7, Y8)
+	PACK16(Y0, Y1)
+	PACK16(Y2, Y3)
+	JMP z16store

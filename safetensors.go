@@ -56,8 +56,8 @@
 // do, or by truncation, as the Spark connector does. The bulk forms convert
 // slices and tensor bytes into a buffer the caller supplies, and
 // [TensorFromFloat32s] builds a tensor for writing. On amd64 the bulk
-// conversions use F16C and AVX2 when the CPU has them; the purego build tag
-// keeps them in pure Go.
+// conversions use F16C and AVX2 when the CPU has them, and AVX-512's BF16
+// conversion where it exists; the purego build tag keeps them in pure Go.
 //
 // # Writing
 //
