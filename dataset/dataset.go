@@ -50,8 +50,8 @@ var (
 	ErrInvalidSample = errors.New("dataset: invalid sample")
 
 	// ErrDuplicateKey is returned in KeyValue mode for a key given twice
-	// with DuplicatesFail, or given again after the shard that held it was
-	// written, which no setting can undo.
+	// within a shard with DuplicatesFail, or for two samples whose tensor
+	// names collide ("a__b" with column "c", "a" with column "b__c").
 	ErrDuplicateKey = errors.New("dataset: duplicate key")
 
 	// ErrInvalidDataset is returned by Open for a directory whose manifest

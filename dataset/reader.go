@@ -403,7 +403,8 @@ func (d *Dataset) Batches() iter.Seq2[[]safetensors.Tensor, error] {
 // Tensor returns the tensor of the given key, key + separator + column in
 // a KeyValue dataset. With an index, it finds the shard there (the index is
 // read on first use) and reads only that shard; without, it reads the
-// shards' headers in turn until one holds the tensor.
+// shards' headers, from the last, until one holds the tensor. Either way, a
+// key written again in a later shard is found there.
 func (d *Dataset) Tensor(key string) (safetensors.Tensor, error) {
 	i, err := d.find(key)
 	if err != nil {
@@ -451,7 +452,8 @@ func (d *Dataset) find(key string) (int, error) {
 		}
 		return 0, d.errorf("%s: tensor %q is in %s, which the manifest does not list", IndexName, key, file)
 	}
-	for i, s := range d.m.Shards {
+	for i := len(d.m.Shards) - 1; i >= 0; i-- {
+		s := d.m.Shards[i]
 		d.mu.Lock()
 		r := d.readers[i]
 		d.mu.Unlock()

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"hash/maphash"
 	"io"
 	"math"
 	"os"
@@ -31,15 +30,17 @@ const (
 	TailWrite
 )
 
-// Duplicates is what KeyValue mode does with a key given twice.
+// Duplicates is what KeyValue mode does with a key given twice within a
+// shard. As in the connector, a key given again after its shard was
+// written is not noticed, so that memory stays bounded by one shard: it
+// ends up in two shards, and Dataset.Tensor finds the later one, as if the
+// last had won.
 type Duplicates int
 
 const (
 	// DuplicatesFail refuses the second sample with ErrDuplicateKey.
 	DuplicatesFail Duplicates = iota
-	// DuplicatesLastWins replaces the first sample with the second, while
-	// the first's shard is still being filled; a key given again after its
-	// shard was written is refused with ErrDuplicateKey all the same.
+	// DuplicatesLastWins replaces the first sample with the second.
 	DuplicatesLastWins
 )
 
@@ -167,11 +168,10 @@ type Writer struct {
 
 	// KeyValue mode: the current shard's samples.
 	kv kvShard
-	// Every key given so far, as two 64-bit hashes (a collision is a chance
-	// in 2^128), mapped to its shard's number (high 32 bits) and its index
-	// in that shard: about 40 bytes a key.
-	seeds [2]maphash.Seed
-	keys  map[[2]uint64]uint64
+	// The keys of the current shard, mapped to their index in it. Only
+	// this shard's: the memory stays bounded by one shard however many
+	// samples are written.
+	keys map[string]int
 
 	// perm[i] is the position in cols of the column Options.Columns[i];
 	// sortBuf holds a sample's values in that order.
@@ -232,8 +232,7 @@ func Create(dir string, opts Options) (*Writer, error) {
 			w.batch[i] = make([]byte, 0, uint64(opts.BatchSize)*c.sampleBytes())
 		}
 	case KeyValue:
-		w.seeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
-		w.keys = make(map[[2]uint64]uint64)
+		w.keys = make(map[string]int)
 	}
 	w.perm = make([]int, len(opts.Columns))
 	for i, c := range opts.Columns {
@@ -337,14 +336,8 @@ func (w *Writer) WriteKV(key string, values ...[]byte) error {
 	if err := w.checkValues(values); err != nil {
 		return err
 	}
-	h := w.keyHash(key)
-	at, dup := w.keys[h]
-	if dup && at>>32 != uint64(w.next) {
-		return fmt.Errorf("%w: %q, whose shard is already written", ErrDuplicateKey, key)
-	}
 	values = w.sorted(values)
-	if dup {
-		i := int(uint32(at))
+	if i, dup := w.keys[key]; dup {
 		if w.opts.Duplicates == DuplicatesFail {
 			return fmt.Errorf("%w: %q", ErrDuplicateKey, key)
 		}
@@ -365,7 +358,7 @@ func (w *Writer) WriteKV(key string, values ...[]byte) error {
 			return err
 		}
 	}
-	w.keys[h] = uint64(w.next)<<32 | uint64(len(w.kv.samples))
+	w.keys[key] = len(w.kv.samples)
 	w.kv.samples = append(w.kv.samples, kvSample{key: key, off: len(w.kv.arena)})
 	for _, v := range values {
 		w.kv.arena = append(w.kv.arena, v...)
@@ -384,10 +377,6 @@ const maxShardHeader = safetensors.MaxHeaderSize / 2
 // with a name that JSON may escape.
 func tensorHeaderSize(key, sep string, c Column) int {
 	return 2*(len(key)+len(sep)+len(c.Name)) + 60 + 21*len(c.Shape)
-}
-
-func (w *Writer) keyHash(key string) [2]uint64 {
-	return [2]uint64{maphash.String(w.seeds[0], key), maphash.String(w.seeds[1], key)}
 }
 
 // shardPath returns the name and path of the next shard.
@@ -478,6 +467,7 @@ func (w *Writer) flushKV() error {
 	w.kv.arena = w.kv.arena[:0]
 	w.kv.samples = w.kv.samples[:0]
 	w.kv.hdrEst = 0
+	clear(w.keys)
 	return nil
 }
 
