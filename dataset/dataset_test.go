@@ -184,6 +184,12 @@ func TestKeyValue(t *testing.T) {
 			for _, err := range d.Batches() {
 				assert.ErrorIs(t, err, ErrInvalidOptions)
 			}
+			require.NoError(t, d.Close())
+			_, err = d.Tensor("user13__image")
+			assert.ErrorIs(t, err, safetensors.ErrClosed)
+			for _, err := range d.Samples() {
+				assert.ErrorIs(t, err, safetensors.ErrClosed)
+			}
 		})
 	}
 }

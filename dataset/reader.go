@@ -429,6 +429,12 @@ func (d *Dataset) Shard(key string) (string, error) {
 
 // find returns the number of the shard that holds the key.
 func (d *Dataset) find(key string) (int, error) {
+	d.mu.Lock()
+	closed := d.root == nil
+	d.mu.Unlock()
+	if closed {
+		return 0, safetensors.ErrClosed
+	}
 	notFound := &safetensors.TensorError{Name: key, Err: safetensors.ErrTensorNotFound}
 	if d.hasIdx {
 		d.mu.Lock()

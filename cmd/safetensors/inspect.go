@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/safetensors-go/safetensors"
 	"github.com/safetensors-go/safetensors/dataset"
@@ -74,7 +76,7 @@ schema and shards are listed.`)
 // openAny opens a local file, or a remote one for an http or https URL.
 func openAny(name string) (*safetensors.Reader, error) {
 	if strings.HasPrefix(name, "http://") || strings.HasPrefix(name, "https://") {
-		return remote.Open(nil, name)
+		return remote.Open(&http.Client{Timeout: time.Minute}, name)
 	}
 	return safetensors.Open(name) // its errors name the file
 }
