@@ -75,6 +75,7 @@ const (
 	KeyValue
 )
 
+// String returns "batch" or "key-value".
 func (m Mode) String() string {
 	switch m {
 	case Batch:

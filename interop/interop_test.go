@@ -152,7 +152,7 @@ func TestIndexWithArrow(t *testing.T) {
 		got := map[string]string{}
 		tr := array.NewTableReader(tbl, 0)
 		for tr.Next() {
-			rec := tr.Record()
+			rec := tr.RecordBatch()
 			keys := rec.Column(0).(*array.String)
 			files := rec.Column(1).(*array.String)
 			shapes := rec.Column(2).(*array.List)

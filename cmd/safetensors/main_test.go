@@ -347,6 +347,7 @@ func TestValidate(t *testing.T) {
 	}, nil))
 	status, stdout, _ = runCmd("validate", path)
 	assert.Equal(t, exitOK, status, "without --values the values are not read")
+	assert.Equal(t, path+": ok, 3 tensors, 12 bytes of data\n", stdout)
 	status, stdout, _ = runCmd("validate", "--values", path)
 	assert.Equal(t, exitFail, status)
 	assert.Equal(t, path+": ok, 3 tensors, 12 bytes of data\n"+path+": tensor bad: 1 NaN, 1 Inf of 3 values\n", stdout)
