@@ -199,3 +199,46 @@ func equalShapes(a, b []uint64) bool {
 	}
 	return true
 }
+
+// FuzzOpenIndex opens a checkpoint of two valid shards under any index
+// file. No index may panic; an accepted one must list only tensors that
+// its shards hold, each readable, and an error must match ErrInvalidIndex
+// or ErrUnlistedTensor.
+func FuzzOpenIndex(f *testing.F) {
+	dir := f.TempDir()
+	tensors := []Tensor{
+		{Name: "a", DType: U8, Shape: []uint64{2}, Data: []byte{1, 2}},
+		{Name: "b", DType: F32, Shape: []uint64{}, Data: []byte{0, 0, 0x80, 0x3f}},
+		{Name: "c", DType: I16, Shape: []uint64{1}, Data: []byte{7, 0}},
+	}
+	if err := WriteSharded(dir, "model", tensors, 4, nil); err != nil {
+		f.Fatal(err)
+	}
+	good, err := os.ReadFile(filepath.Join(dir, "model.safetensors.index.json"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(good)
+	f.Add([]byte(`{"metadata":{"total_size":2},"weight_map":{"a":"model-00001-of-00002.safetensors"}}`))
+	f.Add([]byte(`{"weight_map":{"a":"../model-00001-of-00002.safetensors","b":7}}`))
+	f.Add([]byte(`{"metadata":{"total_size":-1e400},"weight_map":{}}`))
+	index := filepath.Join(dir, "model.safetensors.index.json")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if err := os.WriteFile(index, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s, err := OpenIndex(index)
+		if err != nil && !errors.Is(err, ErrInvalidIndex) && !errors.Is(err, ErrUnlistedTensor) && !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("unexpected error: %v", err)
+		}
+		if s == nil {
+			return
+		}
+		defer s.Close()
+		for _, name := range s.Names() {
+			if _, err := s.Tensor(name); err != nil {
+				t.Fatalf("listed tensor %q: %v", name, err)
+			}
+		}
+	})
+}

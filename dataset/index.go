@@ -137,7 +137,7 @@ func readIndex(root *os.Root) (m map[string]string, err error) {
 	}
 	r := parquet.NewGenericReader[keyRow](pf)
 	defer r.Close()
-	m = make(map[string]string, r.NumRows())
+	m = make(map[string]string, min(r.NumRows(), 1<<16)) // the row count comes from the file
 	rows := make([]keyRow, indexBatch)
 	for {
 		n, err := r.Read(rows)
