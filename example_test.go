@@ -599,3 +599,33 @@ func ExampleOpenFile() {
 	fmt.Println(w.Data)
 	// Output: [1 2]
 }
+
+// The header lays the tensors out as the reference does (8-byte dtypes
+// first, then by name); SpecOrder maps that order back to the specs, so
+// that bytes held in the specs' order are found by position.
+func ExampleWriter_SpecOrder() {
+	specs := []safetensors.TensorSpec{
+		{Name: "b", DType: safetensors.U8, Shape: []uint64{2}},
+		{Name: "a", DType: safetensors.U8, Shape: []uint64{2}},
+		{Name: "c", DType: safetensors.I64, Shape: []uint64{}},
+	}
+	data := [][]byte{{1, 2}, {3, 4}, {5, 0, 0, 0, 0, 0, 0, 0}} // in the specs' order
+	var buf bytes.Buffer
+	w, err := safetensors.NewWriter(&buf, specs, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for k, j := range w.SpecOrder() {
+		fmt.Println(w.Header().Tensors[k].Name, "is spec", j)
+		if _, err := w.Write(data[j]); err != nil {
+			log.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// c is spec 2
+	// a is spec 1
+	// b is spec 0
+}

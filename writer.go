@@ -62,9 +62,10 @@ func Alignment(n int) WriteOption {
 
 // plan is the layout of a file to write.
 type plan struct {
-	header Header // the tensors in file order, with their offsets
-	order  []int  // order[k] is the index, in the caller's list, of the k-th tensor
-	prefix []byte // the 8-byte length, the JSON header and its padding
+	header Header    // the tensors in file order, with their offsets
+	order  []int     // order[k] is the index, in the caller's list, of the k-th tensor
+	index  nameIndex // finds a tensor of header.Tensors by name
+	prefix []byte    // the 8-byte length, the JSON header and its padding
 }
 
 // makePlan validates the n tensors that spec(i) describes, and the
@@ -79,7 +80,6 @@ func makePlan(n int, spec func(i int) (string, DType, []uint64), metadata map[st
 		}
 	}
 	infos := make([]TensorInfo, n)
-	seen := make(map[string]struct{}, n)
 	for i := range infos {
 		name, dtype, shape := spec(i)
 		switch {
@@ -90,10 +90,6 @@ func makePlan(n int, spec func(i int) (string, DType, []uint64), metadata map[st
 		case !dtype.valid():
 			return nil, &TensorError{Name: name, Err: fmt.Errorf("%w: %v", ErrUnknownDType, dtype)}
 		}
-		if _, dup := seen[name]; dup {
-			return nil, &TensorError{Name: name, Err: errorf(ErrInvalidHeader, "duplicate tensor name")}
-		}
-		seen[name] = struct{}{}
 		size, err := byteSize(dtype, shape)
 		if err != nil {
 			return nil, &TensorError{Name: name, Err: err}
@@ -112,22 +108,30 @@ func makePlan(n int, spec func(i int) (string, DType, []uint64), metadata map[st
 		return cmp.Compare(infos[a].Name, infos[b].Name)
 	})
 	sorted := make([]TensorInfo, n)
-	var off uint64
 	for k, i := range order {
-		t := infos[i]
+		sorted[k] = infos[i]
+	}
+	// The index that finds a tensor by name, for the Writer, finds names
+	// given twice too.
+	index, dups := buildIndex(sorted)
+	if len(dups) > 0 {
+		return nil, &TensorError{Name: sorted[dups[0]].Name, Err: errorf(ErrInvalidHeader, "duplicate tensor name")}
+	}
+	var off uint64
+	for k := range sorted {
+		t := &sorted[k]
 		size := t.DataOffsets[1]
 		if off+size < off {
 			return nil, &TensorError{Name: t.Name, Err: errorf(ErrShapeOverflow, "the data section would be more than 2^64-1 bytes")}
 		}
 		t.DataOffsets = [2]uint64{off, off + size}
 		off += size
-		sorted[k] = t
 	}
 	prefix := appendHeader(nil, metadata, sorted, cfg.align)
 	if n := len(prefix) - prefixLen; n > MaxHeaderSize {
 		return nil, errorf(ErrHeaderTooLarge, "the header would be %d bytes, more than the limit of %d", n, MaxHeaderSize)
 	}
-	pl := &plan{order: order, prefix: prefix}
+	pl := &plan{order: order, prefix: prefix, index: index}
 	pl.header = Header{Tensors: sorted, Len: uint64(len(prefix) - prefixLen)}
 	if metadata != nil {
 		pl.header.Metadata = make(map[string]string, len(metadata))
@@ -154,8 +158,9 @@ func makePlan(n int, spec func(i int) (string, DType, []uint64), metadata map[st
 type Writer struct {
 	w      io.Writer
 	header Header
-	index  map[string]int // name -> index in header.Tensors
-	total  uint64         // the length of the data section
+	index  nameIndex // finds a tensor of header.Tensors by name
+	order  []int     // the specs' indices, in file order
+	total  uint64    // the length of the data section
 
 	mu     sync.Mutex
 	err    error  // the first error, returned ever after
@@ -190,18 +195,19 @@ func newWriter(w io.Writer, pl *plan) (*Writer, error) {
 	if _, err := w.Write(pl.prefix); err != nil {
 		return nil, err
 	}
-	wr := &Writer{w: w, header: pl.header, total: pl.header.DataLen()}
-	wr.index = make(map[string]int, len(wr.header.Tensors))
-	for i := range wr.header.Tensors {
-		wr.index[wr.header.Tensors[i].Name] = i
-	}
-	return wr, nil
+	return &Writer{w: w, header: pl.header, index: pl.index, order: pl.order, total: pl.header.DataLen()}, nil
 }
 
 // Header returns the header the Writer wrote: Tensors lists the tensors in
 // the order their bytes must come, with their offsets. It is shared by the
 // Writer and must not be modified.
 func (w *Writer) Header() *Header { return &w.header }
+
+// SpecOrder returns, for each tensor of Header().Tensors, the index of its
+// TensorSpec in the list given to NewWriter or CreateFile: a caller that
+// holds the tensors' bytes in its own order finds them by position, with no
+// lookup by name. It is shared by the Writer and must not be modified.
+func (w *Writer) SpecOrder() []int { return w.order }
 
 // fail records err as the sticky error, unless there is one, and returns the
 // sticky error.
@@ -313,8 +319,8 @@ func (w *Writer) WriteTensor(name string, r io.Reader) error {
 	if err := w.check(); err != nil {
 		return err
 	}
-	i, ok := w.index[name]
-	if !ok {
+	i := w.index.find(w.header.Tensors, name)
+	if i < 0 {
 		return &TensorError{Name: name, Err: ErrTensorNotFound}
 	}
 	t := &w.header.Tensors[i]
@@ -354,8 +360,8 @@ func (w *Writer) WriteTensorAt(name string, r io.Reader) error {
 		w.mu.Unlock()
 		return errors.New("safetensors: WriteTensorAt cannot follow Write and WriteTensor")
 	}
-	i, ok := w.index[name]
-	if !ok {
+	i := w.index.find(w.header.Tensors, name)
+	if i < 0 {
 		w.mu.Unlock()
 		return &TensorError{Name: name, Err: ErrTensorNotFound}
 	}

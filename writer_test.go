@@ -328,3 +328,19 @@ func TestWriteFileFailures(t *testing.T) {
 		})
 	}
 }
+
+func TestSpecOrder(t *testing.T) {
+	specs := []TensorSpec{
+		{Name: "b", DType: U8, Shape: []uint64{1}},
+		{Name: "a", DType: U8, Shape: []uint64{1}},
+		{Name: "c", DType: F64, Shape: []uint64{1}}, // 8-byte dtypes come first
+	}
+	w, err := NewWriter(io.Discard, specs, nil)
+	require.NoError(t, err)
+	order := w.SpecOrder()
+	require.Len(t, order, 3)
+	for k, info := range w.Header().Tensors {
+		assert.Equal(t, specs[order[k]].Name, info.Name)
+	}
+	assert.Equal(t, []int{2, 1, 0}, order)
+}

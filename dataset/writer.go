@@ -166,12 +166,15 @@ type Writer struct {
 	batch   [][]byte
 	inBatch int
 
-	// KeyValue mode: the current shard's samples.
+	// KeyValue mode: the current shard's samples. Only this shard's: the
+	// memory stays bounded by one shard however many samples are written.
 	kv kvShard
-	// The keys of the current shard, mapped to their index in it. Only
-	// this shard's: the memory stays bounded by one shard however many
-	// samples are written.
-	keys map[string]int
+
+	// colOffsets[i] is where column i of cols starts in a key-value
+	// sample's bytes; sepInColumn is whether a column's name holds the
+	// separator.
+	colOffsets  []int
+	sepInColumn bool
 
 	// perm[i] is the position in cols of the column Options.Columns[i];
 	// sortBuf holds a sample's values in that order.
@@ -182,19 +185,6 @@ type Writer struct {
 	index    *os.File
 	indexBuf *bufio.Writer
 	scratch  []byte
-}
-
-// kvShard is the current shard of KeyValue mode: each sample's tensors, in
-// one arena of bytes.
-type kvShard struct {
-	arena   []byte
-	samples []kvSample
-	hdrEst  int // an estimate of the header's size
-}
-
-type kvSample struct {
-	key string
-	off int // of its first column's bytes in the arena; the columns follow in order
 }
 
 // Create starts writing a dataset into dir, which is created if needed and
@@ -232,7 +222,12 @@ func Create(dir string, opts Options) (*Writer, error) {
 			w.batch[i] = make([]byte, 0, uint64(opts.BatchSize)*c.sampleBytes())
 		}
 	case KeyValue:
-		w.keys = make(map[string]int)
+		off := 0
+		for _, c := range w.cols {
+			w.colOffsets = append(w.colOffsets, off)
+			off += int(c.sampleBytes())
+			w.sepInColumn = w.sepInColumn || strings.Contains(c.Name, opts.Separator)
+		}
 	}
 	w.perm = make([]int, len(opts.Columns))
 	for i, c := range opts.Columns {
@@ -337,7 +332,7 @@ func (w *Writer) WriteKV(key string, values ...[]byte) error {
 		return err
 	}
 	values = w.sorted(values)
-	if i, dup := w.keys[key]; dup {
+	if i := w.kv.find(key); i >= 0 {
 		if w.opts.Duplicates == DuplicatesFail {
 			return fmt.Errorf("%w: %q", ErrDuplicateKey, key)
 		}
@@ -358,11 +353,7 @@ func (w *Writer) WriteKV(key string, values ...[]byte) error {
 			return err
 		}
 	}
-	w.keys[key] = len(w.kv.samples)
-	w.kv.samples = append(w.kv.samples, kvSample{key: key, off: len(w.kv.arena)})
-	for _, v := range values {
-		w.kv.arena = append(w.kv.arena, v...)
-	}
+	w.kv.add(key, values)
 	w.kv.hdrEst += hdr
 	return nil
 }
@@ -411,39 +402,48 @@ func (w *Writer) flushBatch() error {
 
 // flushKV writes the current key-value shard.
 func (w *Writer) flushKV() error {
-	specs := make([]safetensors.TensorSpec, 0, len(w.kv.samples)*len(w.cols))
-	at := make(map[string]int, cap(specs)) // tensor name → offset in the arena
+	ncol := len(w.cols)
+	specs := make([]safetensors.TensorSpec, 0, len(w.kv.samples)*ncol)
 	// The names, as substrings of one string rather than a string each.
 	var sb strings.Builder
-	for _, s := range w.kv.samples {
+	for i := range w.kv.samples {
+		key := w.kv.key(i)
 		for _, c := range w.cols {
-			sb.WriteString(s.key)
+			sb.Write(key)
 			sb.WriteString(w.opts.Separator)
 			sb.WriteString(c.Name)
 		}
 	}
+	// Names can collide only if a column's name holds the separator: "a" +
+	// "__" + "b__c" is "a__b" + "__" + "c".
+	var seen map[string]bool
+	if w.sepInColumn {
+		seen = make(map[string]bool, cap(specs))
+	}
 	all, pos := sb.String(), 0
-	for _, s := range w.kv.samples {
-		off := s.off
+	for i := range w.kv.samples {
+		keyLen := len(w.kv.key(i))
 		for _, c := range w.cols {
-			name := all[pos : pos+len(s.key)+len(w.opts.Separator)+len(c.Name)]
+			name := all[pos : pos+keyLen+len(w.opts.Separator)+len(c.Name)]
 			pos += len(name)
-			n := len(at)
-			if at[name] = off; len(at) == n {
-				// "a__b" + "__c" and "a" + "__b__c"... two samples whose names collide
-				return w.fail(fmt.Errorf("%w: tensor name %q comes from two samples", ErrDuplicateKey, name))
+			if seen != nil {
+				if seen[name] {
+					return w.fail(fmt.Errorf("%w: tensor name %q comes from two samples", ErrDuplicateKey, name))
+				}
+				seen[name] = true
 			}
-			off += int(c.sampleBytes())
 			specs = append(specs, safetensors.TensorSpec{Name: name, DType: c.DType, Shape: c.Shape})
 		}
 	}
 	err := w.writeShard(specs, int64(len(w.kv.samples)), func(fw *safetensors.FileWriter) error {
-		// The tensors in the writer's order, staged in chunks of 1 MiB.
+		// The tensors in the writer's order, found by position: spec j is
+		// column j%ncol of sample j/ncol, whose bytes follow the sample's
+		// earlier columns in the arena. Staged in chunks of 1 MiB.
 		const chunk = 1 << 20
 		stage := make([]byte, 0, chunk)
-		for _, t := range fw.Header().Tensors {
-			off := at[t.Name]
-			b := w.kv.arena[off : off+int(t.DataOffsets[1]-t.DataOffsets[0])]
+		for k, j := range fw.SpecOrder() {
+			off := w.kv.samples[j/ncol].off + w.colOffsets[j%ncol]
+			b := w.kv.arena[off : off+int(fw.Header().Tensors[k].DataOffsets[1]-fw.Header().Tensors[k].DataOffsets[0])]
 			if len(stage)+len(b) > chunk && len(stage) > 0 {
 				if _, err := fw.Write(stage); err != nil {
 					return err
@@ -464,10 +464,7 @@ func (w *Writer) flushKV() error {
 	if err != nil {
 		return err
 	}
-	w.kv.arena = w.kv.arena[:0]
-	w.kv.samples = w.kv.samples[:0]
-	w.kv.hdrEst = 0
-	clear(w.keys)
+	w.kv.reset()
 	return nil
 }
 

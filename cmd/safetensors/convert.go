@@ -93,14 +93,12 @@ func (c *converter) convertFile(in, out string) error {
 	defer r.Close()
 	h := r.Header()
 	specs := make([]safetensors.TensorSpec, len(h.Tensors))
-	src := make(map[string]safetensors.TensorInfo, len(h.Tensors))
 	for i, t := range h.Tensors {
 		d := t.DType
 		if convertible(d) {
 			d = c.to
 		}
 		specs[i] = safetensors.TensorSpec{Name: t.Name, DType: d, Shape: t.Shape}
-		src[t.Name] = t
 	}
 	fw, err := safetensors.CreateFile(out, specs, h.Metadata)
 	if err != nil {
@@ -110,9 +108,10 @@ func (c *converter) convertFile(in, out string) error {
 
 	var done uint64
 	// The output lays the tensors out as the reference writer does, which
-	// may be in another order than the input's.
-	for _, t := range fw.Header().Tensors {
-		s := src[t.Name]
+	// may be in another order than the input's: SpecOrder gives each
+	// output tensor's spec, made from the input tensor of the same index.
+	for k, t := range fw.Header().Tensors {
+		s := h.Tensors[fw.SpecOrder()[k]]
 		off := h.DataOffset() + s.DataOffsets[0]
 		size := s.DataOffsets[1] - s.DataOffsets[0]
 		elemBytes := uint64(s.DType.Bits() / 8)

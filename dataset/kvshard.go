@@ -1,0 +1,103 @@
+package dataset
+
+import "hash/maphash"
+
+// kvShard is the current shard of KeyValue mode: each sample's key and
+// tensors, in two arenas of bytes, and a table that finds a sample by key.
+// Nothing in it holds a pointer but the arenas themselves, so that the
+// garbage collector does not walk a shard of a million samples.
+type kvShard struct {
+	keys    []byte // the samples' keys, one after the other
+	arena   []byte // the samples' tensors: each sample's columns in order
+	samples []kvSample
+	table   keyTable
+	hdrEst  int // an estimate of the header's size
+}
+
+type kvSample struct {
+	keyEnd int // the key is keys[previous sample's keyEnd:keyEnd]
+	off    int // of its first column's bytes in the arena
+}
+
+// key returns the key of sample i, in the shard's memory.
+func (s *kvShard) key(i int) []byte {
+	start := 0
+	if i > 0 {
+		start = s.samples[i-1].keyEnd
+	}
+	return s.keys[start:s.samples[i].keyEnd]
+}
+
+// find returns the index of the sample with the given key, or -1.
+func (s *kvShard) find(key string) int { return s.table.find(s, key) }
+
+// add adds a sample, whose key is not in the shard, and its tensors'
+// values.
+func (s *kvShard) add(key string, values [][]byte) {
+	s.keys = append(s.keys, key...)
+	s.samples = append(s.samples, kvSample{keyEnd: len(s.keys), off: len(s.arena)})
+	for _, v := range values {
+		s.arena = append(s.arena, v...)
+	}
+	s.table.insert(s, key, len(s.samples)-1)
+}
+
+func (s *kvShard) reset() {
+	s.keys, s.arena, s.samples, s.hdrEst = s.keys[:0], s.arena[:0], s.samples[:0], 0
+	clear(s.table.slots)
+	s.table.used = 0
+}
+
+// keyTable is an open-addressing hash table of sample indices, at most
+// three quarters full, seeded at random so that crafted keys cannot make
+// the probes long.
+type keyTable struct {
+	slots []uint32 // index+1 of a sample, 0 for an empty slot
+	used  int
+	seed  maphash.Seed
+}
+
+func (t *keyTable) find(s *kvShard, key string) int {
+	if len(t.slots) == 0 {
+		return -1
+	}
+	mask := uint64(len(t.slots) - 1)
+	for k := maphash.String(t.seed, key) & mask; ; k = (k + 1) & mask {
+		j := int(t.slots[k]) - 1
+		if j < 0 {
+			return -1
+		}
+		if string(s.key(j)) == key {
+			return j
+		}
+	}
+}
+
+func (t *keyTable) insert(s *kvShard, key string, i int) {
+	if 4*(t.used+1) > 3*len(t.slots) {
+		t.grow(s)
+	}
+	t.put(maphash.String(t.seed, key), i)
+	t.used++
+}
+
+// put puts sample i, whose key has hash h, in a free slot.
+func (t *keyTable) put(h uint64, i int) {
+	mask := uint64(len(t.slots) - 1)
+	k := h & mask
+	for t.slots[k] != 0 {
+		k = (k + 1) & mask
+	}
+	t.slots[k] = uint32(i + 1)
+}
+
+// grow doubles the table, and puts the shard's samples in it again.
+func (t *keyTable) grow(s *kvShard) {
+	if len(t.slots) == 0 {
+		t.seed = maphash.MakeSeed()
+	}
+	t.slots = make([]uint32, max(1024, 2*len(t.slots)))
+	for i := range t.used {
+		t.put(maphash.Bytes(t.seed, s.key(i)), i)
+	}
+}
