@@ -13,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/safetensors-go/safetensors"
@@ -27,8 +28,10 @@ type File struct {
 	requests atomic.Int64
 }
 
-// Stat asks the server for the size of the object at url with a HEAD
-// request, and returns a File that reads it. A nil client means
+// Stat asks the server for the size of the object at url, with a HEAD
+// request or, where the server refuses HEAD (as URLs signed for GET alone
+// do), a GET of its first byte, whose Content-Range gives the size; it
+// returns a File that reads the object. A nil client means
 // http.DefaultClient.
 func Stat(client *http.Client, url string) (*File, error) {
 	if client == nil {
@@ -41,14 +44,48 @@ func Stat(client *http.Client, url string) (*File, error) {
 		return nil, err
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
+	switch {
+	case resp.StatusCode == http.StatusOK && resp.ContentLength >= 0:
+		f.size = resp.ContentLength
+		return f, nil
+	case resp.StatusCode == http.StatusOK:
+		return nil, fmt.Errorf("HEAD %s: no Content-Length", url)
+	case resp.StatusCode != http.StatusForbidden && resp.StatusCode != http.StatusMethodNotAllowed:
 		return nil, fmt.Errorf("HEAD %s: %s", url, resp.Status)
 	}
-	if resp.ContentLength < 0 {
-		return nil, fmt.Errorf("HEAD %s: no Content-Length", url)
+	size, err := f.sizeFromRange()
+	if err != nil {
+		return nil, err
 	}
-	f.size = resp.ContentLength
+	f.size = size
 	return f, nil
+}
+
+// sizeFromRange asks for the first byte of the object and returns the
+// size that the Content-Range of the answer gives.
+func (f *File) sizeFromRange() (int64, error) {
+	f.requests.Add(1)
+	req, err := http.NewRequest(http.MethodGet, f.url, nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Range", "bytes=0-0")
+	resp, err := f.client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusPartialContent {
+		return 0, fmt.Errorf("GET %s bytes 0-0: %s", f.url, resp.Status)
+	}
+	// Content-Range: bytes 0-0/SIZE
+	cr := resp.Header.Get("Content-Range")
+	i := strings.LastIndexByte(cr, '/')
+	size, err := strconv.ParseInt(cr[i+1:], 10, 64)
+	if i < 0 || err != nil || size < 1 {
+		return 0, fmt.Errorf("GET %s bytes 0-0: Content-Range %q gives no size", f.url, cr)
+	}
+	return size, nil
 }
 
 // Open reads and validates the header of the safetensors file at url, as

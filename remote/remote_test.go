@@ -111,3 +111,38 @@ func TestServerIgnoringRange(t *testing.T) {
 	_, err = f.ReadAt(make([]byte, 8), 0)
 	assert.ErrorContains(t, err, "200 OK")
 }
+
+// TestStatWithoutHead reads a file from a server that refuses HEAD, as URLs
+// signed for GET alone do: the size comes from a ranged GET.
+func TestStatWithoutHead(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "testdata", "conformance", "valid", "metadata_present.safetensors"))
+	require.NoError(t, err)
+	var count atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		count.Add(1)
+		if r.Method == http.MethodHead {
+			http.Error(w, "signature does not match", http.StatusForbidden)
+			return
+		}
+		http.ServeContent(w, r, "model.safetensors", time.Time{}, bytes.NewReader(data))
+	}))
+	defer srv.Close()
+	r, err := Open(srv.Client(), srv.URL)
+	require.NoError(t, err)
+	defer r.Close()
+	assert.Len(t, r.Names(), 2)
+	assert.Equal(t, int64(3), count.Load(), "HEAD, GET of byte 0, GET of the header")
+
+	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodHead {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		w.Header().Set("Content-Range", "bytes 0-0/*")
+		w.WriteHeader(http.StatusPartialContent)
+		w.Write([]byte{0})
+	}))
+	defer bad.Close()
+	_, err = Stat(bad.Client(), bad.URL)
+	assert.ErrorContains(t, err, "gives no size")
+}
