@@ -102,45 +102,38 @@ type narrow func(dst, src unsafe.Pointer, n int, stream bool)
 // reader.
 const streamBytes = 8 << 20
 
-// narrowPrefix converts, with k, a prefix of the n elements at src to the
-// 16-bit values at dst, and returns its length; the caller converts the
-// rest. If the result is large, it converts the elements before the first
-// 64-byte boundary of dst with the scalar one, so that k can stream.
-func narrowPrefix(k narrow, one func(float32) uint16, dst, src unsafe.Pointer, n int) int {
-	start := 0
+// narrowRange converts, with k, the elements [lo, hi) of the n at src to
+// the 16-bit values at dst, and returns lo and hi; the caller converts the
+// others. lo is 0 unless the result is large, when it is the first element
+// whose result starts a 64-byte line of dst, so that k can stream.
+func narrowRange(k narrow, dst, src unsafe.Pointer, n int) (lo, hi int) {
 	stream := 2*n >= streamBytes && uintptr(dst)%2 == 0
 	if stream {
-		start = int(-uintptr(dst)%64) / 2
-		d := unsafe.Slice((*[2]byte)(dst), start)
-		for i, f := range unsafe.Slice((*float32)(src), start) {
-			h := one(f)
-			d[i] = [2]byte{byte(h), byte(h >> 8)}
-		}
+		lo = min(int(-uintptr(dst)%64)/2, n)
 	}
-	m := (n - start) &^ 31
-	if m > 0 {
-		k(unsafe.Add(dst, 2*start), unsafe.Add(src, 4*start), m, stream)
+	hi = lo + (n-lo)&^31
+	if hi > lo {
+		k(unsafe.Add(dst, 2*lo), unsafe.Add(src, 4*lo), hi-lo, stream)
 	}
-	return start + m
+	return lo, hi
 }
 
-// f16For and bf16For return the kernel and the scalar conversion for a
-// rounding.
-func f16For(r Rounding) (narrow, func(float32) uint16) {
+// f16Kernel and bf16Kernel return the kernel for a rounding.
+func f16Kernel(r Rounding) narrow {
 	if r == Truncate {
-		return f32ToF16TruncAVX2, func(f float32) uint16 { return F32ToF16(f, Truncate) }
+		return f32ToF16TruncAVX2
 	}
-	return f32ToF16NearestAVX2, func(f float32) uint16 { return F32ToF16(f, RoundNearestEven) }
+	return f32ToF16NearestAVX2
 }
 
-func bf16For(r Rounding) (narrow, func(float32) uint16) {
-	if r == Truncate {
-		return f32ToBF16TruncAVX2, func(f float32) uint16 { return F32ToBF16(f, Truncate) }
+func bf16Kernel(r Rounding) narrow {
+	switch {
+	case r == Truncate:
+		return f32ToBF16TruncAVX2
+	case useAVX512BF16:
+		return f32ToBF16NearestAVX512
 	}
-	if useAVX512BF16 {
-		return f32ToBF16NearestAVX512, func(f float32) uint16 { return F32ToBF16(f, RoundNearestEven) }
-	}
-	return f32ToBF16NearestAVX2, func(f float32) uint16 { return F32ToBF16(f, RoundNearestEven) }
+	return f32ToBF16NearestAVX2
 }
 
 // ptr returns the address of s's first element, or nil for an empty s.
@@ -174,23 +167,23 @@ func init() {
 		bf16BytesToF32sGo(dst[n:], src[2*n:])
 	}
 	f32ToF16s = func(dst []uint16, src []float32, r Rounding) {
-		k, one := f16For(r)
-		n := narrowPrefix(k, one, ptr(dst), ptr(src), len(src))
-		f32ToF16sGo(dst[n:], src[n:], r)
+		lo, hi := narrowRange(f16Kernel(r), ptr(dst), ptr(src), len(src))
+		f32ToF16sGo(dst[:lo], src[:lo], r)
+		f32ToF16sGo(dst[hi:], src[hi:], r)
 	}
 	f32ToBF16s = func(dst []uint16, src []float32, r Rounding) {
-		k, one := bf16For(r)
-		n := narrowPrefix(k, one, ptr(dst), ptr(src), len(src))
-		f32ToBF16sGo(dst[n:], src[n:], r)
+		lo, hi := narrowRange(bf16Kernel(r), ptr(dst), ptr(src), len(src))
+		f32ToBF16sGo(dst[:lo], src[:lo], r)
+		f32ToBF16sGo(dst[hi:], src[hi:], r)
 	}
 	f32sToF16Bytes = func(dst []byte, src []float32, r Rounding) {
-		k, one := f16For(r)
-		n := narrowPrefix(k, one, ptr(dst), ptr(src), len(src))
-		f32sToF16BytesGo(dst[2*n:], src[n:], r)
+		lo, hi := narrowRange(f16Kernel(r), ptr(dst), ptr(src), len(src))
+		f32sToF16BytesGo(dst[:2*lo], src[:lo], r)
+		f32sToF16BytesGo(dst[2*hi:], src[hi:], r)
 	}
 	f32sToBF16Bytes = func(dst []byte, src []float32, r Rounding) {
-		k, one := bf16For(r)
-		n := narrowPrefix(k, one, ptr(dst), ptr(src), len(src))
-		f32sToBF16BytesGo(dst[2*n:], src[n:], r)
+		lo, hi := narrowRange(bf16Kernel(r), ptr(dst), ptr(src), len(src))
+		f32sToBF16BytesGo(dst[:2*lo], src[:lo], r)
+		f32sToBF16BytesGo(dst[2*hi:], src[hi:], r)
 	}
 }

@@ -30,6 +30,8 @@ package dataset
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/safetensors-go/safetensors"
 )
@@ -101,6 +103,12 @@ func (c Column) sampleBytes() uint64 {
 		n *= d
 	}
 	return n
+}
+
+// findColumn returns the position of the named column in cols, sorted by
+// name, and whether it is there.
+func findColumn(cols []Column, name string) (int, bool) {
+	return slices.BinarySearchFunc(cols, name, func(c Column, name string) int { return strings.Compare(c.Name, name) })
 }
 
 // sparkDType reports whether the connector reads dtype d: the twelve

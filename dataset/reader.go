@@ -231,7 +231,7 @@ func (d *Dataset) isBatch(h *safetensors.Header) bool {
 		return false
 	}
 	for _, t := range h.Tensors {
-		if _, ok := slices.BinarySearchFunc(d.columns, t.Name, func(c Column, name string) int { return cmpString(c.Name, name) }); !ok {
+		if _, ok := findColumn(d.columns, t.Name); !ok {
 			return false
 		}
 	}
@@ -239,7 +239,7 @@ func (d *Dataset) isBatch(h *safetensors.Header) bool {
 }
 
 func (d *Dataset) column(name string) Column {
-	i, _ := slices.BinarySearchFunc(d.columns, name, func(c Column, name string) int { return cmpString(c.Name, name) })
+	i, _ := findColumn(d.columns, name)
 	return d.columns[i]
 }
 

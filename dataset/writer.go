@@ -212,7 +212,7 @@ func Create(dir string, opts Options) (*Writer, error) {
 	w := &Writer{
 		dir:  dir,
 		opts: opts,
-		cols: slices.SortedFunc(slices.Values(opts.Columns), func(a, b Column) int { return cmpString(a.Name, b.Name) }),
+		cols: slices.SortedFunc(slices.Values(opts.Columns), func(a, b Column) int { return strings.Compare(a.Name, b.Name) }),
 		uuid: fmt.Sprintf("%x-%x-%x-%x-%x", id[0:4], id[4:6], id[6:8], id[8:10], id[10:16]),
 	}
 	switch opts.Mode {
@@ -231,7 +231,7 @@ func Create(dir string, opts Options) (*Writer, error) {
 	}
 	w.perm = make([]int, len(opts.Columns))
 	for i, c := range opts.Columns {
-		w.perm[i], _ = slices.BinarySearchFunc(w.cols, c.Name, func(a Column, name string) int { return cmpString(a.Name, name) })
+		w.perm[i], _ = findColumn(w.cols, c.Name)
 	}
 	w.sortBuf = make([][]byte, len(opts.Columns))
 	if opts.Index {
@@ -242,16 +242,6 @@ func Create(dir string, opts Options) (*Writer, error) {
 		w.index, w.indexBuf = f, bufio.NewWriter(f)
 	}
 	return w, nil
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // fail records err, removes everything written, and returns err.
@@ -385,8 +375,7 @@ func (w *Writer) flushBatch() error {
 		specs[i] = safetensors.TensorSpec{Name: c.Name, DType: c.DType, Shape: append([]uint64{uint64(n)}, c.Shape...)}
 	}
 	err := w.writeShard(specs, int64(n), func(fw *safetensors.FileWriter) error {
-		for _, t := range fw.Header().Tensors {
-			i, _ := slices.BinarySearchFunc(w.cols, t.Name, func(a Column, name string) int { return cmpString(a.Name, name) })
+		for _, i := range fw.SpecOrder() { // spec i is column i
 			if _, err := fw.Write(w.batch[i]); err != nil {
 				return err
 			}

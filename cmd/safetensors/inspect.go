@@ -169,6 +169,8 @@ type tensorSummary struct {
 	Parameters  uint64    `json:"parameters"`
 	Bytes       uint64    `json:"bytes"`
 	DataOffsets [2]uint64 `json:"data_offsets"`
+
+	dtype safetensors.DType // DType, unprinted
 }
 
 type count struct {
@@ -240,7 +242,7 @@ func (s *summary) add(shard string, t safetensors.TensorInfo) {
 	params := size * 8 / uint64(t.DType.Bits())
 	s.Tensors = append(s.Tensors, tensorSummary{
 		Shard: shard, Name: t.Name, DType: t.DType.String(), Shape: t.Shape,
-		Parameters: params, Bytes: size, DataOffsets: t.DataOffsets,
+		Parameters: params, Bytes: size, DataOffsets: t.DataOffsets, dtype: t.DType,
 	})
 	c := s.Totals.ByDType[t.DType.String()]
 	c.Tensors++

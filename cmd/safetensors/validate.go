@@ -44,7 +44,7 @@ type tensorSource interface {
 // whether it is valid (and free of NaN and Inf, with values).
 func validate(w io.Writer, name string, values bool) bool {
 	var src tensorSource
-	var tensors []safetensors.TensorInfo
+	var sum summary // the tensors, and for a checkpoint only those its index lists
 	var err error
 	if isCheckpoint(name) {
 		var sh *safetensors.Sharded
@@ -54,26 +54,14 @@ func validate(w io.Writer, name string, values bool) bool {
 			err = nil
 		}
 		if err == nil {
-			src = sh
-			var data uint64
-			for _, shard := range sh.Shards() {
-				h, _ := sh.Header(shard)
-				data += h.DataLen()
-				for _, t := range h.Tensors {
-					if _, err := sh.Shard(t.Name); err == nil { // listed
-						tensors = append(tensors, t)
-					}
-				}
-			}
-			fmt.Fprintf(w, "%s: ok, %d tensors in %d shards, %d bytes of data\n", name, len(tensors), len(sh.Shards()), data)
+			src, sum = sh, summarizeSharded(name, sh)
+			fmt.Fprintf(w, "%s: ok, %d tensors in %d shards, %d bytes of data\n", name, len(sum.Tensors), len(sum.Shards), sum.DataBytes)
 		}
 	} else {
 		var r *safetensors.Reader
 		if r, err = safetensors.Open(name); err == nil {
-			src = r
-			h := r.Header()
-			tensors = h.Tensors
-			fmt.Fprintf(w, "%s: ok, %d tensors, %d bytes of data\n", name, len(h.Tensors), h.DataLen())
+			src, sum = r, summarize(name, r.Header())
+			fmt.Fprintf(w, "%s: ok, %d tensors, %d bytes of data\n", name, len(sum.Tensors), sum.DataBytes)
 		}
 	}
 	if err != nil {
@@ -93,8 +81,8 @@ func validate(w io.Writer, name string, values bool) bool {
 		return true
 	}
 	clean := true
-	for _, info := range tensors {
-		if !isFloat(info.DType) {
+	for _, info := range sum.Tensors {
+		if !isFloat(info.dtype) {
 			continue
 		}
 		t, err := src.Tensor(info.Name)
