@@ -294,6 +294,10 @@ func f32ToF16sGo(dst []uint16, src []float32, r Rounding) {
 func f32ToBF16sGo(dst []uint16, src []float32, r Rounding) {
 	dst = dst[:len(src)]
 	if r == Truncate {
+		if littleEndian {
+			n := swarF32ToBF16Trunc(asBytes(dst), asBytes(src))
+			dst, src = dst[n:], src[n:]
+		}
 		for i, f := range src {
 			dst[i] = f32BitsToBF16(math.Float32bits(f), Truncate)
 		}
@@ -340,6 +344,10 @@ func f32sToF16BytesGo(dst []byte, src []float32, r Rounding) {
 func f32sToBF16BytesGo(dst []byte, src []float32, r Rounding) {
 	dst = dst[:2*len(src)]
 	if r == Truncate {
+		if littleEndian {
+			n := swarF32ToBF16Trunc(dst, asBytes(src))
+			dst, src = dst[2*n:], src[n:]
+		}
 		for i, f := range src {
 			binary.LittleEndian.PutUint16(dst[2*i:], f32BitsToBF16(math.Float32bits(f), Truncate))
 		}

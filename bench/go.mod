@@ -5,6 +5,7 @@ go 1.24.9
 require (
 	github.com/safetensors-go/safetensors v0.0.0
 	github.com/x448/float16 v0.8.4
+	golang.org/x/sys v0.38.0
 )
 
 require (
@@ -16,7 +17,6 @@ require (
 	github.com/parquet-go/parquet-go v0.32.0 // indirect
 	github.com/pierrec/lz4/v4 v4.1.21 // indirect
 	github.com/twpayne/go-geom v1.6.1 // indirect
-	golang.org/x/sys v0.38.0 // indirect
 	google.golang.org/protobuf v1.34.2 // indirect
 )
 
