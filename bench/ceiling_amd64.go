@@ -9,8 +9,9 @@ import (
 // readHalfWrite is the memory traffic of a narrowing conversion without the
 // conversion: it reads the 4n bytes at src and writes 2n bytes to dst, 128
 // and 64 at a time (n is a multiple of 32), with non-temporal stores if
-// stream is true (dst then aligned to 64 bytes). No float32 to 16-bit
-// conversion can be faster on this machine, so it is the ceiling that the
+// stream is true (dst then aligned to 64 bytes). A float32 to 16-bit
+// conversion moves at least these bytes, so where bandwidth is the limit it
+// can at best match this loop (within the noise of a run): the ceiling the
 // narrowing benchmarks report against.
 //
 //go:noescape
