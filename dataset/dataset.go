@@ -61,8 +61,12 @@ var (
 	ErrInvalidDataset = errors.New("dataset: invalid dataset")
 
 	// ErrExists is returned by Create for a directory that already holds a
-	// dataset.
+	// dataset, or shards or temporary files that a writer left behind.
 	ErrExists = errors.New("dataset: a dataset already exists there")
+
+	// ErrShardFault is returned, naming the shard, when reading a mapped
+	// shard faults: another process truncated the file while it was open.
+	ErrShardFault = errors.New("dataset: a shard could not be read: truncated while mapped")
 )
 
 // Mode is how samples are laid out in shards.

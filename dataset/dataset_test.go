@@ -71,7 +71,7 @@ func TestBatch(t *testing.T) {
 			require.NoError(t, err)
 			for i := range 10 {
 				label, image := sample(i)
-				require.NoError(t, w.Write(label, image))
+				require.NoError(t, w.WriteSample(label, image))
 			}
 			require.NoError(t, w.Close())
 
@@ -79,7 +79,8 @@ func TestBatch(t *testing.T) {
 			assert.Equal(t, w.Manifest(), m)
 			assert.Equal(t, "1.0", m.FormatVersion)
 			assert.Equal(t, "1.0", m.SafetensorsVersion)
-			assert.Equal(t, map[string]ColumnSchema{"image": {DType: "F32", Shape: []int64{2, 3}}, "label": {DType: "I64", Shape: []int64{}}}, m.Schema)
+			assert.Equal(t, map[string]ColumnSchema{"image": {DType: "F32", Shape: []int64{4, 2, 3}}, "label": {DType: "I64", Shape: []int64{4}}}, m.Schema,
+				"the first shard's shapes, batch dimension included, as the connector writes them")
 			var counts []int64
 			var total int64
 			for i, s := range m.Shards {
@@ -126,8 +127,7 @@ func TestBatch(t *testing.T) {
 			}
 			assert.Equal(t, len(tc.shards), nb)
 
-			rows, err := parquet.ReadFile[indexRow](filepath.Join(dir, IndexName))
-			require.NoError(t, err)
+			rows := readIndexRows(t, dir)
 			require.Len(t, rows, 2*len(tc.shards))
 			assert.ElementsMatch(t, []indexRow{ // the shard's tensors in file order
 				{TensorKey: "image", FileName: m.Shards[0].Path, Shape: []int32{4, 2, 3}, DType: "F32"},
@@ -135,6 +135,18 @@ func TestBatch(t *testing.T) {
 			}, rows[:2])
 		})
 	}
+}
+
+// readIndexRows reads the rows of the index directory's part files.
+func readIndexRows(t *testing.T, dir string) []indexRow {
+	t.Helper()
+	parts, err := filepath.Glob(filepath.Join(dir, IndexName, "part-*.parquet"))
+	require.NoError(t, err)
+	require.Len(t, parts, 1)
+	assert.FileExists(t, filepath.Join(dir, IndexName, "_SUCCESS"))
+	rows, err := parquet.ReadFile[indexRow](parts[0])
+	require.NoError(t, err)
+	return rows
 }
 
 func TestKeyValue(t *testing.T) {
@@ -214,9 +226,11 @@ func TestKeyValueRollOver(t *testing.T) {
 	m := readManifest(t, dir)
 	require.Len(t, m.Shards, 3)
 	for _, s := range m.Shards {
-		assert.LessOrEqual(t, s.Bytes, int64(50<<20))
+		assert.LessOrEqual(t, s.Bytes, int64(51<<20), "the target and one sample at most")
 	}
-	assert.Equal(t, []int64{49, 49, 22}, []int64{m.Shards[0].Samples, m.Shards[1].Samples, m.Shards[2].Samples})
+	// As in the connector: a shard is written once its samples, with 200
+	// bytes a tensor, reach the target.
+	assert.Equal(t, []int64{50, 50, 20}, []int64{m.Shards[0].Samples, m.Shards[1].Samples, m.Shards[2].Samples})
 
 	_, err = Open(dir) // the separator is "/", not "__"
 	assert.ErrorIs(t, err, ErrInvalidDataset)
@@ -236,13 +250,22 @@ func TestDuplicates(t *testing.T) {
 	label, image := sample(1)
 	label2, image2 := sample(2)
 
-	w, err := Create(t.TempDir(), Options{Mode: KeyValue, Columns: testColumns})
+	// DuplicatesFail fails the whole dataset, as the connector's job.
+	dir := t.TempDir()
+	w, err := Create(dir, Options{Mode: KeyValue, Columns: testColumns, TargetShardSizeMB: 50})
 	require.NoError(t, err)
+	blob := make([]byte, 1<<20)
+	for i := range 60 { // a shard written
+		binary.LittleEndian.PutUint64(blob, uint64(i))
+		require.NoError(t, w.WriteKV(fmt.Sprint("k", i), label, image))
+	}
 	require.NoError(t, w.WriteKV("a", label, image))
 	assert.ErrorIs(t, w.WriteKV("a", label2, image2), ErrDuplicateKey)
-	require.NoError(t, w.Close())
+	assert.ErrorIs(t, w.WriteKV("b", label2, image2), ErrDuplicateKey, "sticky")
+	assert.ErrorIs(t, w.Close(), ErrDuplicateKey)
+	assert.Empty(t, files(t, dir), "nothing committed")
 
-	dir := t.TempDir()
+	dir = t.TempDir()
 	w, err = Create(dir, Options{Mode: KeyValue, Columns: testColumns, Duplicates: DuplicatesLastWins})
 	require.NoError(t, err)
 	require.NoError(t, w.WriteKV("a", label, image))
@@ -252,10 +275,17 @@ func TestDuplicates(t *testing.T) {
 	d, err := Open(dir)
 	require.NoError(t, err)
 	defer d.Close()
-	assert.Equal(t, int64(2), d.Manifest().TotalSamples)
+	assert.Equal(t, int64(3), d.Manifest().TotalSamples, "every row counted, as by the connector")
+	assert.Len(t, d.Manifest().Schema, 4)
 	got, err := d.Tensor("a__image")
 	require.NoError(t, err)
 	assert.Equal(t, image2, got.Data, "the last one wins")
+	var keys []string
+	for smp, err := range d.Samples() {
+		require.NoError(t, err)
+		keys = append(keys, smp.Key)
+	}
+	assert.ElementsMatch(t, []string{"a", "b"}, keys)
 }
 
 // TestDuplicateAfterRollOver gives a key again after its shard is written:
@@ -301,6 +331,10 @@ func TestOptions(t *testing.T) {
 		{Mode: KeyValue, Columns: []Column{{Name: "a", DType: safetensors.F8_E4M3}}},
 		{Mode: KeyValue, Columns: []Column{{Name: "a", DType: safetensors.F32, Shape: []uint64{1 << 31}}}},
 		{Mode: KeyValue, Columns: testColumns, TaskID: 100000},
+		{Mode: KeyValue, Columns: testColumns, Separator: "/", EmptySeparator: true},
+		{Mode: Batch, Columns: testColumns, BatchSize: 4, EmptySeparator: true},
+		{Mode: Batch, Columns: testColumns, BatchSize: 1 << 26}, // shards of 2 GiB
+		{Mode: KeyValue, Columns: []Column{{Name: "a", DType: safetensors.U8, Shape: []uint64{600 << 20}}}},
 	} {
 		_, err := Create(t.TempDir(), o)
 		assert.ErrorIs(t, err, ErrInvalidOptions, "%+v", o)
@@ -309,8 +343,8 @@ func TestOptions(t *testing.T) {
 	w, err := Create(t.TempDir(), Options{Mode: Batch, Columns: testColumns, BatchSize: 2})
 	require.NoError(t, err)
 	label, image := sample(0)
-	assert.ErrorIs(t, w.Write(label), ErrInvalidSample)
-	assert.ErrorIs(t, w.Write(label, image[1:]), ErrInvalidSample)
+	assert.ErrorIs(t, w.WriteSample(label), ErrInvalidSample)
+	assert.ErrorIs(t, w.WriteSample(label, image[1:]), ErrInvalidSample)
 	assert.ErrorIs(t, w.WriteKV("k", label, image), ErrInvalidSample)
 	assert.ErrorIs(t, w.WriteFloat32s(nil, nil), ErrInvalidSample, "label is I64")
 	w.Abort()
@@ -342,7 +376,7 @@ func TestFailureLeavesNothing(t *testing.T) {
 	require.NoError(t, err)
 	for i := range 3 {
 		label, image := sample(i)
-		require.NoError(t, w.Write(label, image))
+		require.NoError(t, w.WriteSample(label, image))
 	}
 	assert.Len(t, files(t, dir), 4, "3 shards and the index's spill")
 	w.Abort()
@@ -368,7 +402,11 @@ func TestFloat32s(t *testing.T) {
 		}
 		h, err := d.Tensor("k__h")
 		require.NoError(t, err)
-		assert.Equal(t, safetensors.F32sToF16Bytes(nil, vals, r), h.Data)
+		if nearest {
+			assert.Equal(t, safetensors.F32sToF16Bytes(nil, vals, r), h.Data)
+		} else {
+			assert.Equal(t, appendSparkF16(nil, vals), h.Data)
+		}
 		b, err := d.Tensor("k__b")
 		require.NoError(t, err)
 		assert.Equal(t, safetensors.F32sToBF16Bytes(nil, vals, r), b.Data)
@@ -391,7 +429,7 @@ func writeSmall(t *testing.T) string {
 	require.NoError(t, err)
 	for i := range 6 {
 		label, image := sample(i)
-		require.NoError(t, w.Write(label, image))
+		require.NoError(t, w.WriteSample(label, image))
 	}
 	require.NoError(t, w.Close())
 	return dir
@@ -430,10 +468,10 @@ func TestOpenCorrupted(t *testing.T) {
 		}, "total_samples 7"},
 		{"sample count", func(t *testing.T, dir string) {
 			editManifest(t, dir, func(m *Manifest) { m.Shards[0].Samples++; m.TotalSamples++ })
-		}, "the schema and sample count make it"},
+		}, `has no separator`}, // not a batch shard, then
 		{"schema dtype", func(t *testing.T, dir string) {
 			editManifest(t, dir, func(m *Manifest) { m.Schema["label"] = ColumnSchema{DType: "I32", Shape: []int64{}} })
-		}, `tensor "label" is I64 [2]`},
+		}, `schema entry "label" is I32 [], the shards hold I64`},
 		{"schema unknown dtype", func(t *testing.T, dir string) {
 			editManifest(t, dir, func(m *Manifest) { m.Schema["label"] = ColumnSchema{DType: "Q7"} })
 		}, `dtype "Q7"`},
@@ -473,6 +511,7 @@ func TestOpenCorrupted(t *testing.T) {
 // not a panic.
 func TestCorruptIndex(t *testing.T) {
 	dir := writeSmall(t)
+	require.NoError(t, os.RemoveAll(filepath.Join(dir, IndexName)))
 	for _, content := range [][]byte{[]byte("PAR1 not really PAR1"), make([]byte, 100)} {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, IndexName), content, 0o644))
 		d, err := Open(dir)

@@ -20,7 +20,7 @@ func ExampleCreate() {
 	w, err := dataset.Create(dir, dataset.Options{
 		Mode:      dataset.Batch,
 		BatchSize: 2,
-		Tail:      dataset.TailWrite, // keep a short last shard
+		Tail:      dataset.TailWrite, // keep a short last shard (the default)
 		Columns:   []dataset.Column{{Name: "x", DType: safetensors.BF16, Shape: []uint64{3}}},
 	})
 	if err != nil {
@@ -52,7 +52,7 @@ func ExampleCreate() {
 		fmt.Println(batch[0].Shape, vals)
 	}
 	// Output:
-	// 5 samples, 3 shards, schema map[x:{BF16 [3]}]
+	// 5 samples, 3 shards, schema map[x:{BF16 [2 3]}]
 	// [2 3] [0 0.25 0.5 1 1.25 1.5]
 	// [2 3] [2 2.25 2.5 3 3.25 3.5]
 	// [1 3] [4 4.25 4.5]

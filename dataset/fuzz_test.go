@@ -18,7 +18,7 @@ func FuzzOpen(f *testing.F) {
 	}
 	for i := range 4 {
 		label, image := sample(i)
-		if err := w.Write(label, image); err != nil {
+		if err := w.WriteSample(label, image); err != nil {
 			f.Fatal(err)
 		}
 	}
@@ -29,8 +29,16 @@ func FuzzOpen(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	index, err := os.ReadFile(filepath.Join(dir, IndexName))
+	parts, err := filepath.Glob(filepath.Join(dir, IndexName, "part-*"))
+	if err != nil || len(parts) != 1 {
+		f.Fatal(parts, err)
+	}
+	index, err := os.ReadFile(parts[0])
 	if err != nil {
+		f.Fatal(err)
+	}
+	// The fuzzed index is a single file, which Open reads too.
+	if err := os.RemoveAll(filepath.Join(dir, IndexName)); err != nil {
 		f.Fatal(err)
 	}
 	f.Add(manifest, index)

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
+	"strings"
 
 	"github.com/parquet-go/parquet-go"
 
@@ -26,34 +28,45 @@ type indexRow struct {
 // indexBatch is the number of rows written to the Parquet writer at a time.
 const indexBatch = 4096
 
-// writeIndex writes _tensor_index.parquet from the entries spilled while
-// the shards were written, and removes the spill.
+// writeIndex writes _tensor_index.parquet as Spark writes it: a directory
+// holding one snappy-compressed Parquet part file and an empty _SUCCESS,
+// from the entries spilled while the shards were written. Spark's Parquet
+// reader skips files whose names start with "_" or ".", so a single file
+// named _tensor_index.parquet would be invisible to it. The directory is
+// written under a temporary name and renamed into place.
 func (w *Writer) writeIndex() error {
-	spill := w.index
-	w.index = nil
-	defer func() {
-		spill.Close()
-		os.Remove(spill.Name())
-	}()
-	if err := w.indexBuf.Flush(); err != nil {
-		return err
-	}
-	if _, err := spill.Seek(0, io.SeekStart); err != nil {
-		return err
-	}
-	r := bufio.NewReader(spill)
 	path := filepath.Join(w.dir, IndexName)
-	err := writeAtomic(path, func(f io.Writer) error {
-		pw := parquet.NewGenericWriter[indexRow](f)
+	tmp := ""
+	for range 100 {
+		tmp = filepath.Join(w.dir, fmt.Sprintf(".%s.tmp%s", IndexName, uuid4()[:8]))
+		err := os.Mkdir(tmp, 0o777)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, os.ErrExist) {
+			return targetError(path, err)
+		}
+	}
+	err := w.writeIndexFiles(tmp)
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.RemoveAll(tmp)
+		return targetError(path, err)
+	}
+	syncDir(w.dir)
+	w.paths = append(w.paths, path)
+	return nil
+}
+
+// writeIndexFiles writes the part file and _SUCCESS into dir.
+func (w *Writer) writeIndexFiles(dir string) error {
+	part := filepath.Join(dir, fmt.Sprintf("part-00000-%s-c000.snappy.parquet", uuid4()))
+	err := writeAtomic(part, func(f io.Writer) error {
+		pw := parquet.NewGenericWriter[indexRow](f, parquet.Compression(&parquet.Snappy))
 		rows := make([]indexRow, 0, indexBatch)
-		for {
-			row, err := readSpilled(r, w.shards)
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return err
-			}
+		err := w.readSpill(func(row indexRow) error {
 			rows = append(rows, row)
 			if len(rows) == indexBatch {
 				if _, err := pw.Write(rows); err != nil {
@@ -61,6 +74,10 @@ func (w *Writer) writeIndex() error {
 				}
 				rows = rows[:0]
 			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 		if _, err := pw.Write(rows); err != nil {
 			return err
@@ -70,8 +87,16 @@ func (w *Writer) writeIndex() error {
 	if err != nil {
 		return err
 	}
-	w.paths = append(w.paths, path)
-	return nil
+	return writeAtomic(filepath.Join(dir, "_SUCCESS"), func(io.Writer) error { return nil })
+}
+
+// syncDir makes renames in dir durable where the platform allows; it is
+// best effort.
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
 }
 
 // readSpilled reads an entry that spillIndex wrote.
@@ -108,47 +133,90 @@ type keyRow struct {
 	FileName  string `parquet:"file_name"`
 }
 
-// readIndex reads the tensor keys and file names of the dataset's index.
-// A malformed file gives an error: the Parquet library's panics on such
-// files are recovered.
-func readIndex(root *os.Root) (m map[string]string, err error) {
-	f, err := root.Open(IndexName)
+// maxIndexParts bounds the part files of an index directory that a lookup
+// reads.
+const maxIndexParts = 1 << 16
+
+// readIndex reads the tensor keys and file names of the dataset's index,
+// a single Parquet file or a directory of part files as Spark writes it
+// (where, as Spark does, it skips names that start with "_" or ".", such
+// as _SUCCESS and Hadoop's .crc files), and maps each key to its shard; a
+// key in two shards maps to the later in the manifest.
+func (d *Dataset) readIndex() (map[string]int, error) {
+	m := make(map[string]int)
+	if d.indexKind == indexFile {
+		return m, d.readIndexFile(IndexName, m)
+	}
+	dir, err := d.root.Open(IndexName)
 	if err != nil {
 		return nil, err
+	}
+	entries, err := dir.ReadDir(maxIndexParts + 1)
+	dir.Close()
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	if len(entries) > maxIndexParts {
+		return nil, d.errorf("%s holds more than %d files", IndexName, maxIndexParts)
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, "_") || strings.HasPrefix(name, ".") {
+			continue
+		}
+		if err := d.readIndexFile(path.Join(IndexName, name), m); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// readIndexFile adds the rows of one Parquet file of the index to m. A
+// malformed file gives an error: the Parquet library's panics on such
+// files are recovered.
+func (d *Dataset) readIndexFile(name string, m map[string]int) (err error) {
+	f, err := openRegular(d.root, d.dir, filepath.FromSlash(name))
+	if err != nil {
+		return err
 	}
 	defer f.Close()
 	info, err := f.Stat()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			m, err = nil, fmt.Errorf("%w: %s: %v", ErrInvalidDataset, IndexName, p)
+			err = d.errorf("%s: %v", name, p)
 		}
 	}()
 	pf, err := parquet.OpenFile(f, info.Size())
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrInvalidDataset, IndexName, err)
+		return d.errorf("%s: %v", name, err)
 	}
 	for _, col := range []string{"tensor_key", "file_name"} {
 		if _, ok := pf.Schema().Lookup(col); !ok {
-			return nil, fmt.Errorf("%w: %s has no column %s", ErrInvalidDataset, IndexName, col)
+			return d.errorf("%s has no column %s", name, col)
 		}
 	}
 	r := parquet.NewGenericReader[keyRow](pf)
 	defer r.Close()
-	m = make(map[string]string, min(r.NumRows(), 1<<16)) // the row count comes from the file
 	rows := make([]keyRow, indexBatch)
 	for {
 		n, err := r.Read(rows)
 		for _, row := range rows[:n] {
-			m[row.TensorKey] = row.FileName
+			i, ok := d.shardNum[row.FileName]
+			if !ok {
+				return d.errorf("%s: tensor %q is in %s, which the manifest does not list", name, row.TensorKey, row.FileName)
+			}
+			if j, ok := m[row.TensorKey]; !ok || i > j {
+				m[row.TensorKey] = i
+			}
 		}
 		if errors.Is(err, io.EOF) {
-			return m, nil
+			return nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%w: %s: %w", ErrInvalidDataset, IndexName, err)
+			return d.errorf("%s: %v", name, err)
 		}
 	}
 }

@@ -12,11 +12,18 @@ type kvShard struct {
 	samples []kvSample
 	table   keyTable
 	hdrEst  int // an estimate of the header's size
+
+	// rows counts the samples given to the shard, replaced ones included;
+	// estimate is their size as the connector estimates it.
+	rows     int
+	estimate int64
+	removed  int // samples replaced by a later one with the same key
 }
 
 type kvSample struct {
-	keyEnd int // the key is keys[previous sample's keyEnd:keyEnd]
-	off    int // of its first column's bytes in the arena
+	keyEnd int  // the key is keys[previous sample's keyEnd:keyEnd]
+	off    int  // of its first column's bytes in the arena
+	dead   bool // replaced by a later sample with the same key
 }
 
 // key returns the key of sample i, in the shard's memory.
@@ -26,6 +33,24 @@ func (s *kvShard) key(i int) []byte {
 		start = s.samples[i-1].keyEnd
 	}
 	return s.keys[start:s.samples[i].keyEnd]
+}
+
+// remove marks sample i as replaced: a sample with its key follows, and
+// the table then finds that one.
+func (s *kvShard) remove(i int) {
+	s.samples[i].dead = true // its slot stays, and find skips it
+	s.removed++
+}
+
+// live returns the indices of the samples not replaced, in order.
+func (s *kvShard) live() []int {
+	out := make([]int, 0, len(s.samples)-s.removed)
+	for i, smp := range s.samples {
+		if !smp.dead {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 // find returns the index of the sample with the given key, or -1.
@@ -44,6 +69,7 @@ func (s *kvShard) add(key string, values [][]byte) {
 
 func (s *kvShard) reset() {
 	s.keys, s.arena, s.samples, s.hdrEst = s.keys[:0], s.arena[:0], s.samples[:0], 0
+	s.rows, s.estimate, s.removed = 0, 0, 0
 	clear(s.table.slots)
 	s.table.used = 0
 }
@@ -67,7 +93,7 @@ func (t *keyTable) find(s *kvShard, key string) int {
 		if j < 0 {
 			return -1
 		}
-		if string(s.key(j)) == key {
+		if !s.samples[j].dead && string(s.key(j)) == key {
 			return j
 		}
 	}
@@ -98,6 +124,8 @@ func (t *keyTable) grow(s *kvShard) {
 	}
 	t.slots = make([]uint32, max(1024, 2*len(t.slots)))
 	for i := range t.used {
-		t.put(maphash.Bytes(t.seed, s.key(i)), i)
+		if !s.samples[i].dead {
+			t.put(maphash.Bytes(t.seed, s.key(i)), i)
+		}
 	}
 }

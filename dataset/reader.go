@@ -19,46 +19,88 @@ import (
 // Dataset is a dataset opened for reading; see Open. Its methods may be
 // called from several goroutines, except Close.
 type Dataset struct {
-	dir     string
-	root    *os.Root
-	m       Manifest
-	mode    Mode
-	sep     string
-	columns []Column // sorted by name
+	dir      string
+	root     *os.Root
+	m        Manifest
+	mode     Mode
+	sep      string
+	colNames []string // given with Columns, longest first
+	readOpts []safetensors.ReadOption
+	columns  []Column       // sorted by name
+	shardNum map[string]int // shard path → its position in the manifest
 
-	mu      sync.Mutex
-	readers map[int]*safetensors.Reader // the shards opened so far
-	index   map[string]string           // tensor key → shard file, once read
-	hasIdx  bool
+	mu        sync.Mutex
+	readers   map[int]*safetensors.Reader // the shards opened so far
+	index     map[string]int              // tensor key → shard, once read
+	indexKind indexKind
 }
+
+// indexKind is what _tensor_index.parquet is in a dataset's directory.
+type indexKind int
+
+const (
+	noIndex   indexKind = iota
+	indexFile           // a single Parquet file
+	indexDir            // a directory of Parquet part files, as Spark writes it
+)
 
 // OpenOption is an option of Open.
 type OpenOption func(*Dataset)
 
 // Separator sets the separator between key and column in the tensor names
-// of a key-value dataset, "__" unless the writer chose another.
+// of a key-value dataset: "__", the connector's default, unless the writer
+// chose another (the manifest does not record it). With the empty
+// separator, a name alone cannot tell the key from the column: give the
+// columns with Columns, or each tensor is read as a sample of its own,
+// keyed by its full name, with one column named "".
 func Separator(sep string) OpenOption { return func(d *Dataset) { d.sep = sep } }
 
-// maxManifestSize bounds the manifest, which lists each shard in under 200
-// bytes.
-const maxManifestSize = 256 << 20
+// Columns names the columns of a key-value dataset, so that a tensor name
+// is split as key + separator + the longest column that ends it, rather
+// than at the last separator. It is needed with the empty separator, and
+// where a column's name holds the separator.
+func Columns(names ...string) OpenOption {
+	return func(d *Dataset) { d.colNames = slices.Clone(names) }
+}
+
+// ReadOptions passes options of the safetensors package to the opening of
+// every shard: safetensors.ReadAll reads shards into memory rather than
+// mapping them, so that tensors stay valid after Close and a shard
+// truncated by another process cannot fault.
+func ReadOptions(opts ...safetensors.ReadOption) OpenOption {
+	return func(d *Dataset) { d.readOpts = append(d.readOpts, opts...) }
+}
+
+// maxManifestSize bounds the manifest: a key-value dataset lists each of
+// its tensors in the schema, in about 80 bytes.
+const maxManifestSize = 1 << 30
 
 // Open opens the dataset in dir by its manifest, and checks it: the shards
-// it lists exist inside dir with the sizes it gives; each is a valid
-// safetensors file whose tensors match the schema (dtype, shape, and
-// sample count: the leading dimension in Batch mode, the number of keys in
-// KeyValue mode); the totals add up. It reads each shard's header, not its
-// data. The mode is told by the tensor names: the columns' own in Batch
-// mode, key + separator + column in KeyValue mode. Errors wrap
-// ErrInvalidDataset and name the file.
+// it lists exist inside dir, are regular files, and have the sizes it gives;
+// each is a valid safetensors file; the schema and the sample counts agree
+// with the shards (below); the totals add up. It reads each shard's header,
+// not its data. Errors wrap ErrInvalidDataset and name the file; a FIFO or
+// other special file is refused without blocking.
+//
+// The mode is told by the shards' tensors. In Batch mode every shard holds
+// the same tensors, one per column, each with the shard's sample count as
+// its first dimension, and the schema gives each column's dtype and shape
+// with a batch dimension first, as the connector writes it (a per-sample
+// shape, as older versions of this package wrote, is accepted too). In
+// KeyValue mode the schema has one entry per tensor, named key + separator
+// + column; every key of a shard has a tensor of every column; a shard's
+// sample count may exceed its keys, since the connector counts every row
+// it was given, also those that a later row with the same key replaced
+// (duplicatesStrategy lastWin). The same key may be in two shards (the
+// connector does not catch a key given to two Spark tasks): Samples yields
+// both, and Tensor finds the later one. An empty dataset ("schema": {}, no
+// shards) opens with no mode and no columns.
 func Open(dir string, opts ...OpenOption) (*Dataset, error) {
 	d := &Dataset{dir: dir, sep: "__", readers: make(map[int]*safetensors.Reader)}
 	for _, o := range opts {
 		o(d)
 	}
-	if d.sep == "" {
-		return nil, fmt.Errorf("%w: empty separator", ErrInvalidOptions)
-	}
+	slices.SortFunc(d.colNames, func(a, b string) int { return len(b) - len(a) })
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, err
@@ -72,8 +114,13 @@ func Open(dir string, opts ...OpenOption) (*Dataset, error) {
 		root.Close()
 		return nil, err
 	}
-	if _, err := root.Stat(IndexName); err == nil {
-		d.hasIdx = true
+	if info, err := root.Stat(IndexName); err == nil {
+		switch {
+		case info.IsDir():
+			d.indexKind = indexDir
+		default:
+			d.indexKind = indexFile // checked to be a regular file when read
+		}
 	}
 	return d, nil
 }
@@ -83,7 +130,7 @@ func (d *Dataset) errorf(format string, args ...any) error {
 }
 
 func (d *Dataset) readManifest() error {
-	f, err := d.root.Open(ManifestName)
+	f, err := openRegular(d.root, d.dir, ManifestName)
 	if err != nil {
 		return err
 	}
@@ -103,36 +150,30 @@ func (d *Dataset) readManifest() error {
 	if m.FormatVersion != FormatVersion {
 		return d.errorf("%s: format_version %q, want %q", ManifestName, m.FormatVersion, FormatVersion)
 	}
-	if len(m.Schema) == 0 {
-		return d.errorf("%s: no schema", ManifestName)
-	}
 	for _, name := range slices.Sorted(maps.Keys(m.Schema)) {
 		cs := m.Schema[name]
 		dt, err := safetensors.ParseDType(cs.DType)
 		if err != nil || !sparkDType(dt) {
-			return d.errorf("%s: column %q: dtype %q", ManifestName, name, cs.DType)
+			return d.errorf("%s: schema entry %q: dtype %q", ManifestName, name, cs.DType)
 		}
-		shape := make([]uint64, len(cs.Shape))
-		for i, v := range cs.Shape {
+		for _, v := range cs.Shape {
 			if v < 0 {
-				return d.errorf("%s: column %q: shape %v", ManifestName, name, cs.Shape)
+				return d.errorf("%s: schema entry %q: shape %v", ManifestName, name, cs.Shape)
 			}
-			shape[i] = uint64(v)
 		}
-		d.columns = append(d.columns, Column{Name: name, DType: dt, Shape: shape})
 	}
 	var samples, size int64
-	seen := make(map[string]bool)
-	for _, s := range m.Shards {
+	d.shardNum = make(map[string]int, len(m.Shards))
+	for i, s := range m.Shards {
 		switch {
 		case !filepath.IsLocal(filepath.FromSlash(s.Path)):
 			return d.errorf("%s: shard %q is not inside the dataset's directory", ManifestName, s.Path)
-		case seen[s.Path]:
+		case d.listed(s.Path):
 			return d.errorf("%s: shard %q is listed twice", ManifestName, s.Path)
 		case s.Samples < 0 || s.Bytes < 0:
 			return d.errorf("%s: shard %q: negative count or size", ManifestName, s.Path)
 		}
-		seen[s.Path] = true
+		d.shardNum[s.Path] = i
 		samples += s.Samples
 		size += s.Bytes
 		if samples < 0 || size < 0 {
@@ -143,32 +184,166 @@ func (d *Dataset) readManifest() error {
 		return d.errorf("%s: total_samples %d and total_bytes %d, but the shards add up to %d and %d",
 			ManifestName, m.TotalSamples, m.TotalBytes, samples, size)
 	}
+	if len(m.Shards) == 0 && len(m.Schema) > 0 {
+		// An empty dataset of an older version of this package, whose
+		// schema gave per-sample shapes: its columns, for Columns.
+		for _, name := range slices.Sorted(maps.Keys(m.Schema)) {
+			cs := m.Schema[name]
+			dt, _ := safetensors.ParseDType(cs.DType)
+			d.columns = append(d.columns, Column{Name: name, DType: dt, Shape: toUint64s(cs.Shape)})
+		}
+	}
 	return nil
 }
 
-// checkShards checks every shard's size and header against the manifest,
-// and tells the mode.
+// listed reports whether a shard of the manifest, before the one being
+// read, has the given path.
+func (d *Dataset) listed(path string) bool {
+	_, ok := d.shardNum[path]
+	return ok
+}
+
+func toUint64s(s []int64) []uint64 {
+	out := make([]uint64, len(s))
+	for i, v := range s {
+		out[i] = uint64(v)
+	}
+	return out
+}
+
+// checkShards reads every shard's header, tells the mode, and checks the
+// shards against the manifest.
 func (d *Dataset) checkShards() error {
-	for _, s := range d.m.Shards {
+	if len(d.m.Shards) == 0 {
+		return nil
+	}
+	headers := make([]*safetensors.Header, len(d.m.Shards))
+	for i, s := range d.m.Shards {
 		h, err := d.shardHeader(s)
 		if err != nil {
 			return err
 		}
-		mode, err := d.checkShard(s, h)
-		if err != nil {
-			return err
+		headers[i] = h
+	}
+	d.mode = d.tellMode(headers)
+	if d.mode == Batch {
+		return d.checkBatch(headers)
+	}
+	return d.checkKV(headers)
+}
+
+// tellMode tells the mode from the shards' tensors: Batch when every shard
+// holds the schema's tensors and nothing else, each with the shard's
+// sample count as its first dimension, unless the names split into more
+// than one key at the separator; KeyValue otherwise.
+func (d *Dataset) tellMode(headers []*safetensors.Header) Mode {
+	keys := make(map[string]bool)
+	splits := d.sep != "" || len(d.colNames) > 0
+	for i, h := range headers {
+		if len(h.Tensors) != len(d.m.Schema) {
+			return KeyValue
 		}
-		if d.mode != 0 && mode != d.mode {
-			return d.errorf("shard %s is in %v mode, the ones before in %v mode", s.Path, mode, d.mode)
+		for _, t := range h.Tensors {
+			if _, ok := d.m.Schema[t.Name]; !ok || len(t.Shape) == 0 || t.Shape[0] != uint64(d.m.Shards[i].Samples) {
+				return KeyValue
+			}
+			if splits {
+				key, _, ok := d.splitName(t.Name)
+				splits = ok
+				keys[key] = true
+			}
 		}
-		d.mode = mode
+	}
+	if splits && len(keys) > 1 {
+		return KeyValue
+	}
+	return Batch
+}
+
+// checkBatch checks Batch shards: the same tensors in each, whose dtypes
+// and shapes past the first agree with each other and with the schema.
+func (d *Dataset) checkBatch(headers []*safetensors.Header) error {
+	for _, t := range headers[0].Tensors {
+		d.columns = append(d.columns, Column{Name: t.Name, DType: t.DType, Shape: slices.Clone(t.Shape[1:])})
+	}
+	slices.SortFunc(d.columns, func(a, b Column) int { return strings.Compare(a.Name, b.Name) })
+	for _, c := range d.columns {
+		cs := d.m.Schema[c.Name]
+		shape := toUint64s(cs.Shape)
+		if cs.DType != c.DType.String() || !(len(shape) > 0 && slices.Equal(shape[1:], c.Shape) || slices.Equal(shape, c.Shape)) {
+			return d.errorf("%s: schema entry %q is %s %v, the shards hold %v [n %v]", ManifestName, c.Name, cs.DType, cs.Shape, c.DType, c.Shape)
+		}
+	}
+	for i, h := range headers {
+		s := d.m.Shards[i]
+		for _, t := range h.Tensors {
+			c := d.column(t.Name)
+			want := append([]uint64{uint64(s.Samples)}, c.Shape...)
+			if t.DType != c.DType || !slices.Equal(t.Shape, want) {
+				return d.errorf("shard %s: tensor %q is %v %v, the schema and sample count make it %v %v", s.Path, t.Name, t.DType, t.Shape, c.DType, want)
+			}
+		}
+	}
+	return nil
+}
+
+// checkKV checks KeyValue shards: every tensor is in the schema with its
+// dtype, every schema entry is in a shard with its dtype and shape, every
+// key of a shard has one tensor per column, and a shard's sample count is
+// at least its number of keys.
+func (d *Dataset) checkKV(headers []*safetensors.Header) error {
+	cols := make(map[string]Column)
+	matched := make(map[string]bool, len(d.m.Schema))
+	for i, h := range headers {
+		s := d.m.Shards[i]
+		for _, t := range h.Tensors {
+			_, col, ok := d.splitName(t.Name)
+			if !ok {
+				return d.errorf("shard %s: tensor %q has no separator %q; give the writer's with Separator", s.Path, t.Name, d.sep)
+			}
+			cs, ok := d.m.Schema[t.Name]
+			if !ok {
+				return d.errorf("shard %s: tensor %q is not in the schema of %s", s.Path, t.Name, ManifestName)
+			}
+			if cs.DType != t.DType.String() {
+				return d.errorf("shard %s: tensor %q is %v, the schema says %s", s.Path, t.Name, t.DType, cs.DType)
+			}
+			if slices.Equal(toUint64s(cs.Shape), t.Shape) {
+				matched[t.Name] = true
+			}
+			if _, ok := cols[col]; !ok {
+				cols[col] = Column{Name: col, DType: t.DType, Shape: slices.Clone(t.Shape)}
+			}
+		}
+	}
+	for name, cs := range d.m.Schema {
+		if !matched[name] {
+			return d.errorf("%s: schema entry %q (%s %v) is in no shard with that shape", ManifestName, name, cs.DType, cs.Shape)
+		}
+	}
+	d.columns = slices.SortedFunc(maps.Values(cols), func(a, b Column) int { return strings.Compare(a.Name, b.Name) })
+	for i, h := range headers {
+		s := d.m.Shards[i]
+		counts := make(map[string]int)
+		for _, t := range h.Tensors {
+			key, _, _ := d.splitName(t.Name)
+			counts[key]++
+		}
+		for key, n := range counts {
+			if n != len(d.columns) {
+				return d.errorf("shard %s: key %q has %d of the %d columns", s.Path, key, n, len(d.columns))
+			}
+		}
+		if int64(len(counts)) > s.Samples {
+			return d.errorf("shard %s holds %d keys, more than the %d samples the manifest gives it", s.Path, len(counts), s.Samples)
+		}
 	}
 	return nil
 }
 
 // shardHeader reads and checks the header of a shard, and its size.
 func (d *Dataset) shardHeader(s Shard) (*safetensors.Header, error) {
-	f, err := d.root.Open(filepath.FromSlash(s.Path))
+	f, err := openRegular(d.root, d.dir, filepath.FromSlash(s.Path))
 	if err != nil {
 		return nil, d.errorf("shard %s: %v", s.Path, err)
 	}
@@ -190,73 +365,32 @@ func (d *Dataset) shardHeader(s Shard) (*safetensors.Header, error) {
 	return h, nil
 }
 
-// checkShard checks a shard's tensors against the schema and its sample
-// count, and returns its mode.
-func (d *Dataset) checkShard(s Shard, h *safetensors.Header) (Mode, error) {
-	if d.isBatch(h) {
-		for _, t := range h.Tensors {
-			c := d.column(t.Name)
-			want := append([]uint64{uint64(s.Samples)}, c.Shape...)
-			if t.DType != c.DType || !slices.Equal(t.Shape, want) {
-				return 0, d.errorf("shard %s: tensor %q is %v %v, the schema and sample count make it %v %v", s.Path, t.Name, t.DType, t.Shape, c.DType, want)
-			}
-		}
-		return Batch, nil
-	}
-	keys := make(map[string]int)
-	for _, t := range h.Tensors {
-		key, c, ok := d.splitName(t.Name)
-		if !ok {
-			return 0, d.errorf("shard %s: tensor %q is neither a column nor key%scolumn", s.Path, t.Name, d.sep)
-		}
-		if t.DType != c.DType || !slices.Equal(t.Shape, c.Shape) {
-			return 0, d.errorf("shard %s: tensor %q is %v %v, the schema says %v %v", s.Path, t.Name, t.DType, t.Shape, c.DType, c.Shape)
-		}
-		keys[key]++
-	}
-	for key, n := range keys {
-		if n != len(d.columns) {
-			return 0, d.errorf("shard %s: key %q has %d of the %d columns", s.Path, key, n, len(d.columns))
-		}
-	}
-	if int64(len(keys)) != s.Samples {
-		return 0, d.errorf("shard %s holds %d samples, the manifest says %d", s.Path, len(keys), s.Samples)
-	}
-	return KeyValue, nil
-}
-
-// isBatch reports whether the header's tensors are the columns themselves.
-func (d *Dataset) isBatch(h *safetensors.Header) bool {
-	if len(h.Tensors) != len(d.columns) {
-		return false
-	}
-	for _, t := range h.Tensors {
-		if _, ok := findColumn(d.columns, t.Name); !ok {
-			return false
-		}
-	}
-	return true
-}
-
 func (d *Dataset) column(name string) Column {
 	i, _ := findColumn(d.columns, name)
 	return d.columns[i]
 }
 
-// splitName splits a key-value tensor name into its key and column; when
-// several columns end the name, the longest wins.
-func (d *Dataset) splitName(name string) (string, Column, bool) {
-	best := -1
-	for i, c := range d.columns {
-		if strings.HasSuffix(name, d.sep+c.Name) && (best < 0 || len(c.Name) > len(d.columns[best].Name)) {
-			best = i
+// splitName splits a key-value tensor name into its key and column: at the
+// longest column given with Columns that ends it after the separator, else
+// at the last separator; with neither, the name is the key and the column
+// is "".
+func (d *Dataset) splitName(name string) (key, col string, ok bool) {
+	if len(d.colNames) > 0 {
+		for _, c := range d.colNames {
+			if strings.HasSuffix(name, d.sep+c) {
+				return name[:len(name)-len(d.sep)-len(c)], c, true
+			}
 		}
+		return "", "", false
 	}
-	if best < 0 {
-		return "", Column{}, false
+	if d.sep == "" {
+		return name, "", true
 	}
-	c := d.columns[best]
-	return name[:len(name)-len(d.sep)-len(c.Name)], c, true
+	i := strings.LastIndex(name, d.sep)
+	if i < 0 {
+		return "", "", false
+	}
+	return name[:i], name[i+len(d.sep):], true
 }
 
 // Manifest returns the dataset's manifest.
@@ -265,7 +399,10 @@ func (d *Dataset) Manifest() Manifest { return d.m }
 // Mode returns the dataset's mode; it is 0 for a dataset with no shards.
 func (d *Dataset) Mode() Mode { return d.mode }
 
-// Columns returns the schema's columns, sorted by name.
+// Columns returns the columns, sorted by name. In Batch mode each has the
+// shape of one sample. In KeyValue mode the dtype and shape are those of
+// the column's first tensor: the connector lets them differ from key to
+// key, and each sample's tensors carry their own.
 func (d *Dataset) Columns() []Column { return slices.Clone(d.columns) }
 
 // shard returns the Reader of the i-th shard, opening it on first use.
@@ -278,18 +415,19 @@ func (d *Dataset) shard(i int) (*safetensors.Reader, error) {
 	if d.root == nil {
 		return nil, safetensors.ErrClosed
 	}
-	f, err := d.root.Open(filepath.FromSlash(d.m.Shards[i].Path))
+	path := d.m.Shards[i].Path
+	f, err := openRegular(d.root, d.dir, filepath.FromSlash(path))
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	r, err := safetensors.OpenFile(f)
+	r, err := safetensors.OpenFile(f, d.readOpts...)
 	if err != nil {
-		return nil, err
+		return nil, d.errorf("shard %s: %v", path, err)
 	}
 	if size := r.Header().DataOffset() + r.Header().DataLen(); size != uint64(d.m.Shards[i].Bytes) {
 		r.Close()
-		return nil, d.errorf("shard %s changed since the dataset was opened", d.m.Shards[i].Path)
+		return nil, d.errorf("shard %s changed since the dataset was opened", path)
 	}
 	d.readers[i] = r
 	return r, nil
@@ -297,7 +435,8 @@ func (d *Dataset) shard(i int) (*safetensors.Reader, error) {
 
 // Sample is one sample: its key in KeyValue mode, where it is, and one
 // tensor for each column, in the order of Columns. The tensors' Data are
-// slices of the mapped shard, valid until Close.
+// the caller's: copies of the shard's bytes, so that they stay valid after
+// Close and the next sample.
 type Sample struct {
 	Key     string
 	Shard   string // the shard's file name
@@ -306,8 +445,12 @@ type Sample struct {
 }
 
 // Samples iterates over every sample, shard by shard in the manifest's
-// order; within a Batch shard in order, within a KeyValue shard in the
-// order of the keys. It stops at the first error, which it yields.
+// order; within a Batch shard in order, pad samples included; within a
+// KeyValue shard in the order of the keys' first tensors in the file. It
+// stops at the first error, which it yields. Each sample's bytes are
+// copied out of the shard with memory faults turned into errors: a shard
+// that another process truncates while it is mapped gives an error
+// wrapping ErrShardFault, not a crash.
 func (d *Dataset) Samples() iter.Seq2[Sample, error] {
 	return func(yield func(Sample, error) bool) {
 		for i, s := range d.m.Shards {
@@ -327,6 +470,34 @@ func (d *Dataset) Samples() iter.Seq2[Sample, error] {
 	}
 }
 
+// copySample returns a sample of the given tensors, whose Data it copies
+// into one new buffer, guarded against faults.
+func (d *Dataset) copySample(s Shard, smp Sample, ts []safetensors.Tensor) (Sample, error) {
+	n := 0
+	for _, t := range ts {
+		n += len(t.Data)
+	}
+	buf := make([]byte, n)
+	err := guarded(d.dir, s.Path, func() {
+		off := 0
+		for _, t := range ts {
+			off += copy(buf[off:], t.Data)
+		}
+	})
+	if err != nil {
+		return Sample{}, err
+	}
+	smp.Tensors = make([]safetensors.Tensor, len(ts))
+	off := 0
+	for j, t := range ts {
+		t.Data = buf[off : off+len(t.Data) : off+len(t.Data)]
+		t.Shape = slices.Clone(t.Shape)
+		off += len(t.Data)
+		smp.Tensors[j] = t
+	}
+	return smp, nil
+}
+
 func (d *Dataset) batchSamples(r *safetensors.Reader, s Shard, yield func(Sample, error) bool) bool {
 	cols := make([]safetensors.Tensor, len(d.columns))
 	for j, c := range d.columns {
@@ -336,11 +507,15 @@ func (d *Dataset) batchSamples(r *safetensors.Reader, s Shard, yield func(Sample
 		}
 		cols[j] = t
 	}
+	parts := make([]safetensors.Tensor, len(cols))
 	for i := range int(s.Samples) {
-		smp := Sample{Shard: s.Path, Index: i, Tensors: make([]safetensors.Tensor, len(cols))}
 		for j, t := range cols {
 			size := len(t.Data) / int(s.Samples)
-			smp.Tensors[j] = safetensors.Tensor{Name: t.Name, DType: t.DType, Shape: d.columns[j].Shape, Data: t.Data[i*size : (i+1)*size]}
+			parts[j] = safetensors.Tensor{Name: t.Name, DType: t.DType, Shape: d.columns[j].Shape, Data: t.Data[i*size : (i+1)*size]}
+		}
+		smp, err := d.copySample(s, Sample{Shard: s.Path, Index: i}, parts)
+		if err != nil {
+			return yield(Sample{}, err) && false
 		}
 		if !yield(smp, nil) {
 			return false
@@ -350,19 +525,33 @@ func (d *Dataset) batchSamples(r *safetensors.Reader, s Shard, yield func(Sample
 }
 
 func (d *Dataset) kvSamples(r *safetensors.Reader, s Shard, yield func(Sample, error) bool) bool {
-	keys := make(map[string]bool)
-	for _, t := range r.Header().Tensors {
-		key, _, _ := d.splitName(t.Name)
-		keys[key] = true
+	// The keys in the order of their first tensor, and each key's tensors
+	// by column.
+	var keys []string
+	byKey := make(map[string][]int)
+	for k, t := range r.Header().Tensors {
+		key, col, _ := d.splitName(t.Name)
+		idx, ok := byKey[key]
+		if !ok {
+			keys = append(keys, key)
+			idx = make([]int, len(d.columns))
+			byKey[key] = idx
+		}
+		j, _ := findColumn(d.columns, col)
+		idx[j] = k
 	}
-	for i, key := range slices.Sorted(maps.Keys(keys)) {
-		smp := Sample{Key: key, Shard: s.Path, Index: i, Tensors: make([]safetensors.Tensor, len(d.columns))}
-		for j, c := range d.columns {
-			t, err := r.Tensor(key + d.sep + c.Name)
+	parts := make([]safetensors.Tensor, len(d.columns))
+	for i, key := range keys {
+		for j, k := range byKey[key] {
+			t, err := r.Tensor(r.Header().Tensors[k].Name)
 			if err != nil {
 				return yield(Sample{}, err) && false
 			}
-			smp.Tensors[j] = t
+			parts[j] = t
+		}
+		smp, err := d.copySample(s, Sample{Key: key, Shard: s.Path, Index: i}, parts)
+		if err != nil {
+			return yield(Sample{}, err) && false
 		}
 		if !yield(smp, nil) {
 			return false
@@ -373,7 +562,11 @@ func (d *Dataset) kvSamples(r *safetensors.Reader, s Shard, yield func(Sample, e
 
 // Batches iterates over the shards of a Batch dataset: each shard's
 // tensors, one for each column in the order of Columns, shaped [samples,
-// shape...]. For a KeyValue dataset it yields an error.
+// shape...]. Their Data are slices of the mapped shard (unless the dataset
+// was opened with safetensors.ReadAll), valid until Close, and not aligned
+// if the writer did not align them (the connector does not): reading them
+// as typed slices needs Values, not the core's zero-copy views. For a
+// KeyValue dataset it yields an error.
 func (d *Dataset) Batches() iter.Seq2[[]safetensors.Tensor, error] {
 	return func(yield func([]safetensors.Tensor, error) bool) {
 		if d.mode == KeyValue {
@@ -400,13 +593,17 @@ func (d *Dataset) Batches() iter.Seq2[[]safetensors.Tensor, error] {
 	}
 }
 
-// Tensor returns the tensor of the given key, key + separator + column in
-// a KeyValue dataset. With an index, it finds the shard there (the index is
+// Tensor returns the tensor of the given name: a column's in a Batch
+// shard, key + separator + column in a KeyValue dataset (whatever the
+// separator, the empty one included). With an index, it finds the shard
+// there (the index, a Parquet file or Spark's directory of part files, is
 // read on first use) and reads only that shard; without, it reads the
-// shards' headers, from the last, until one holds the tensor. Either way, a
-// key written again in a later shard is found there.
-func (d *Dataset) Tensor(key string) (safetensors.Tensor, error) {
-	i, err := d.find(key)
+// shards' headers, from the last, until one holds the tensor. Either way,
+// a name written again in a later shard is found there. Data is a slice of
+// the mapped shard, as from the safetensors package's Open: valid until
+// Close, and touching it after another process truncated the shard faults.
+func (d *Dataset) Tensor(name string) (safetensors.Tensor, error) {
+	i, err := d.find(name)
 	if err != nil {
 		return safetensors.Tensor{}, err
 	}
@@ -414,49 +611,44 @@ func (d *Dataset) Tensor(key string) (safetensors.Tensor, error) {
 	if err != nil {
 		return safetensors.Tensor{}, err
 	}
-	return r.Tensor(key)
+	return r.Tensor(name)
 }
 
 // Shard returns the file name of the shard holding the tensor of the given
-// key, found as Tensor finds it.
-func (d *Dataset) Shard(key string) (string, error) {
-	i, err := d.find(key)
+// name, found as Tensor finds it.
+func (d *Dataset) Shard(name string) (string, error) {
+	i, err := d.find(name)
 	if err != nil {
 		return "", err
 	}
 	return d.m.Shards[i].Path, nil
 }
 
-// find returns the number of the shard that holds the key.
-func (d *Dataset) find(key string) (int, error) {
+// find returns the number of the shard that holds the tensor.
+func (d *Dataset) find(name string) (int, error) {
 	d.mu.Lock()
 	closed := d.root == nil
 	d.mu.Unlock()
 	if closed {
 		return 0, safetensors.ErrClosed
 	}
-	notFound := &safetensors.TensorError{Name: key, Err: safetensors.ErrTensorNotFound}
-	if d.hasIdx {
+	notFound := &safetensors.TensorError{Name: name, Err: safetensors.ErrTensorNotFound}
+	if d.indexKind != noIndex {
 		d.mu.Lock()
 		if d.index == nil {
-			m, err := readIndex(d.root)
+			m, err := d.readIndex()
 			if err != nil {
 				d.mu.Unlock()
 				return 0, err
 			}
 			d.index = m
 		}
-		file, ok := d.index[key]
+		i, ok := d.index[name]
 		d.mu.Unlock()
 		if !ok {
 			return 0, notFound
 		}
-		for i, s := range d.m.Shards {
-			if s.Path == file {
-				return i, nil
-			}
-		}
-		return 0, d.errorf("%s: tensor %q is in %s, which the manifest does not list", IndexName, key, file)
+		return i, nil
 	}
 	for i := len(d.m.Shards) - 1; i >= 0; i-- {
 		s := d.m.Shards[i]
@@ -473,7 +665,7 @@ func (d *Dataset) find(key string) (int, error) {
 			}
 		}
 		for _, t := range h.Tensors {
-			if t.Name == key {
+			if t.Name == name {
 				return i, nil
 			}
 		}
@@ -481,8 +673,9 @@ func (d *Dataset) find(key string) (int, error) {
 	return 0, notFound
 }
 
-// Close closes the shards opened so far. Tensors read from the dataset
-// must not be used after.
+// Close closes the shards opened so far. Tensors from Tensor and Batches
+// must not be used after, unless the dataset was opened with
+// safetensors.ReadAll.
 func (d *Dataset) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()

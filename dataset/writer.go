@@ -2,10 +2,13 @@ package dataset
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"math"
 	"os"
@@ -21,13 +24,14 @@ import (
 type Tail int
 
 const (
-	// TailDrop drops them, as the connector does by default.
-	TailDrop Tail = iota
-	// TailPad fills the batch up with zero samples; the shard counts
-	// BatchSize samples, as the connector counts them.
+	// TailWrite writes a shorter last shard, as the connector does by
+	// default (tail_strategy write).
+	TailWrite Tail = iota
+	// TailDrop drops them.
+	TailDrop
+	// TailPad fills the batch up with zero samples; the shard and the
+	// manifest count BatchSize samples, as the connector counts them.
 	TailPad
-	// TailWrite writes a shorter last shard.
-	TailWrite
 )
 
 // Duplicates is what KeyValue mode does with a key given twice within a
@@ -38,9 +42,13 @@ const (
 type Duplicates int
 
 const (
-	// DuplicatesFail refuses the second sample with ErrDuplicateKey.
+	// DuplicatesFail fails the whole dataset with ErrDuplicateKey, as the
+	// connector's job fails (duplicatesStrategy fail, its default): the
+	// call returns the error and everything written is removed.
 	DuplicatesFail Duplicates = iota
-	// DuplicatesLastWins replaces the first sample with the second.
+	// DuplicatesLastWins replaces the first sample with the second, which
+	// moves to the end of the shard; the shard's sample count counts both,
+	// as the connector counts every row (duplicatesStrategy lastWin).
 	DuplicatesLastWins
 )
 
@@ -51,20 +59,23 @@ type Options struct {
 	Columns []Column // dtypes the connector reads: F16 F32 F64 BF16 U8 I8 U16 I16 U32 I32 U64 I64
 
 	// Batch mode.
-	BatchSize int  // samples a shard, at least 1
-	Tail      Tail // TailDrop by default
+	BatchSize int  // samples a shard, at least 1; a shard stays under 2 GiB
+	Tail      Tail // TailWrite by default, as the connector
 
 	// KeyValue mode.
-	Separator         string     // between key and column in tensor names; "__" when empty
+	Separator         string     // between key and column in tensor names; "__" when empty, unless EmptySeparator
+	EmptySeparator    bool       // join key and column with nothing between, as the connector's kv_separator ""
 	TargetShardSizeMB int        // from 50 to 1000; 300 when zero
 	Duplicates        Duplicates // DuplicatesFail by default
 
-	// Index writes _tensor_index.parquet: each tensor's key, shard, shape
-	// and dtype.
+	// Index writes _tensor_index.parquet as Spark writes it: a directory
+	// of one Parquet part file and _SUCCESS, with each tensor's key,
+	// shard, shape and dtype. An empty dataset gets no index, as from the
+	// connector.
 	Index bool
 
 	// RoundToNearest makes WriteFloat32s and WriteKVFloat32s round to
-	// nearest even when they encode F16 and BF16, instead of truncating as
+	// nearest even when they encode F16 and BF16, instead of encoding as
 	// the connector does.
 	RoundToNearest bool
 
@@ -74,8 +85,14 @@ type Options struct {
 	TaskID int
 }
 
-// check validates o, filling in defaults, and returns the columns sorted
-// by name.
+// Limits on what a shard may hold: the connector's reader refuses shards
+// of 2 GiB or more.
+const (
+	maxShardSize    = math.MaxInt32 // bytes, the header included
+	maxKVSampleSize = 512 << 20     // a key-value sample's bytes
+)
+
+// check validates o, filling in defaults.
 func (o *Options) check() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
@@ -85,17 +102,20 @@ func (o *Options) check() error {
 		if o.BatchSize < 1 {
 			return bad("batch mode needs a BatchSize of at least 1, not %d", o.BatchSize)
 		}
-		if o.Tail < TailDrop || o.Tail > TailWrite {
+		if o.Tail < TailWrite || o.Tail > TailPad {
 			return bad("unknown Tail %d", o.Tail)
 		}
-		if o.Separator != "" || o.TargetShardSizeMB != 0 || o.Duplicates != DuplicatesFail {
-			return bad("Separator, TargetShardSizeMB and Duplicates are for key-value mode")
+		if o.Separator != "" || o.EmptySeparator || o.TargetShardSizeMB != 0 || o.Duplicates != DuplicatesFail {
+			return bad("Separator, EmptySeparator, TargetShardSizeMB and Duplicates are for key-value mode")
 		}
 	case KeyValue:
-		if o.BatchSize != 0 || o.Tail != TailDrop {
+		if o.BatchSize != 0 || o.Tail != TailWrite {
 			return bad("BatchSize and Tail are for batch mode; key-value mode rolls shards over by size")
 		}
-		if o.Separator == "" {
+		switch {
+		case o.EmptySeparator && o.Separator != "":
+			return bad("EmptySeparator with Separator %q", o.Separator)
+		case o.Separator == "" && !o.EmptySeparator:
 			o.Separator = "__"
 		}
 		if o.TargetShardSizeMB == 0 {
@@ -117,6 +137,7 @@ func (o *Options) check() error {
 		return bad("no columns")
 	}
 	seen := make(map[string]bool)
+	var sample uint64
 	for _, c := range o.Columns {
 		switch {
 		case c.Name == "":
@@ -132,21 +153,25 @@ func (o *Options) check() error {
 			if d > math.MaxInt32 {
 				return bad("column %q: dimension %d does not fit the connector's int shapes", c.Name, d)
 			}
-			if d != 0 && n > math.MaxInt32/d {
+			if d != 0 && n > maxShardSize/d {
 				return bad("column %q: a sample of shape %v is larger than 2 GiB", c.Name, c.Shape)
 			}
 			n *= d
 		}
-		if o.Mode == Batch && n > 0 && uint64(o.BatchSize) > (1<<40)/n {
-			return bad("column %q: a batch of %d samples of %d bytes is too large", c.Name, o.BatchSize, n)
-		}
+		sample += n
+	}
+	switch {
+	case o.Mode == Batch && sample > 0 && uint64(o.BatchSize) > maxShardSize/sample:
+		return bad("a batch of %d samples of %d bytes makes a shard of 2 GiB or more, which the connector cannot read", o.BatchSize, sample)
+	case o.Mode == KeyValue && sample > maxKVSampleSize:
+		return bad("a sample of %d bytes is larger than %d", sample, maxKVSampleSize)
 	}
 	return nil
 }
 
 // Writer writes a dataset, shard by shard, through the safetensors
-// package's streaming writer; see Create. A Writer is for one goroutine at
-// a time. Errors are sticky: after a failed write, which removes what was
+// package's header writer; see Create. A Writer is for one goroutine at a
+// time. Errors are sticky: after a failed write, which removes what was
 // written, every call returns the same error.
 type Writer struct {
 	dir   string
@@ -156,15 +181,15 @@ type Writer struct {
 	next  int      // the next shard's number
 	err   error    // sticky
 	done  bool     // closed or aborted
-	paths []string // files written into place, removed by Abort
+	paths []string // files and directories written into place, removed by Abort
 
 	shards       []Shard
 	totalSamples int64
 	totalBytes   int64
+	first        *safetensors.Header // the first shard's, for a Batch schema
 
-	// Batch mode: the current batch, a buffer for each column.
-	batch   [][]byte
-	inBatch int
+	// Batch mode: the shard being written.
+	batch batchShard
 
 	// KeyValue mode: the current shard's samples. Only this shard's: the
 	// memory stays bounded by one shard however many samples are written.
@@ -181,17 +206,23 @@ type Writer struct {
 	perm    []int
 	sortBuf [][]byte
 
-	// The index entries, spilled to a temporary file until Close.
-	index    *os.File
-	indexBuf *bufio.Writer
+	// Every tensor written: its name, shard, dtype and shape, spilled to a
+	// temporary file until Close writes the schema and the index.
+	spill    *os.File
+	spillBuf *bufio.Writer
 	scratch  []byte
 }
 
-// Create starts writing a dataset into dir, which is created if needed and
-// must not hold a dataset already. It checks the options at once. Shards are
-// written as they fill up, each atomically; Close writes the index (with
-// Options.Index) and the manifest last. On any error, and with Abort,
-// everything written is removed.
+// Create starts writing a dataset into dir, which is created if needed. It
+// checks the options at once. The directory must not hold a dataset, nor
+// what a writer killed before its end leaves (shards part-*.safetensors
+// without a manifest, hidden temporary files, an index): Create refuses it
+// with ErrExists and names what it found, rather than let the connector's
+// reader, which reads every shard of the directory, take another writer's
+// shards for this dataset's. Shards are written as they fill up, each
+// atomically; Close writes the index (with Options.Index) and the manifest
+// last. On any error, and with Abort, everything written is removed. Every
+// file gets mode 0666 and every directory 0777, less the umask.
 func Create(dir string, opts Options) (*Writer, error) {
 	opts.Columns = slices.Clone(opts.Columns)
 	if err := opts.check(); err != nil {
@@ -200,33 +231,35 @@ func Create(dir string, opts Options) (*Writer, error) {
 	if err := os.MkdirAll(dir, 0o777); err != nil {
 		return nil, err
 	}
-	if _, err := os.Stat(filepath.Join(dir, ManifestName)); err == nil {
-		return nil, fmt.Errorf("%w: %s", ErrExists, dir)
-	}
-	var id [16]byte
-	if _, err := rand.Read(id[:]); err != nil {
+	if err := checkEmpty(dir); err != nil {
 		return nil, err
 	}
-	id[6] = id[6]&0x0f | 0x40 // version 4
-	id[8] = id[8]&0x3f | 0x80 // RFC 4122 variant
 	w := &Writer{
 		dir:  dir,
 		opts: opts,
 		cols: slices.SortedFunc(slices.Values(opts.Columns), func(a, b Column) int { return strings.Compare(a.Name, b.Name) }),
-		uuid: fmt.Sprintf("%x-%x-%x-%x-%x", id[0:4], id[4:6], id[6:8], id[8:10], id[10:16]),
+		uuid: uuid4(),
 	}
 	switch opts.Mode {
 	case Batch:
-		w.batch = make([][]byte, len(w.cols))
-		for i, c := range w.cols {
-			w.batch[i] = make([]byte, 0, uint64(opts.BatchSize)*c.sampleBytes())
+		// The shard's size, known now, must stay under 2 GiB.
+		var hdr bytes.Buffer
+		if _, err := safetensors.NewWriter(&hdr, w.batchSpecs(opts.BatchSize), nil); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+		}
+		var size uint64
+		for _, c := range w.cols {
+			size += uint64(opts.BatchSize) * c.sampleBytes()
+		}
+		if uint64(hdr.Len())+size > maxShardSize {
+			return nil, fmt.Errorf("%w: a batch of %d samples makes a shard of %d bytes, 2 GiB or more, which the connector cannot read", ErrInvalidOptions, opts.BatchSize, uint64(hdr.Len())+size)
 		}
 	case KeyValue:
 		off := 0
 		for _, c := range w.cols {
 			w.colOffsets = append(w.colOffsets, off)
 			off += int(c.sampleBytes())
-			w.sepInColumn = w.sepInColumn || strings.Contains(c.Name, opts.Separator)
+			w.sepInColumn = w.sepInColumn || opts.Separator == "" || strings.Contains(c.Name, opts.Separator)
 		}
 	}
 	w.perm = make([]int, len(opts.Columns))
@@ -234,14 +267,61 @@ func Create(dir string, opts Options) (*Writer, error) {
 		w.perm[i], _ = findColumn(w.cols, c.Name)
 	}
 	w.sortBuf = make([][]byte, len(opts.Columns))
-	if opts.Index {
-		f, err := os.CreateTemp(dir, ".tensor_index-*.tmp")
-		if err != nil {
-			return nil, err
-		}
-		w.index, w.indexBuf = f, bufio.NewWriter(f)
+	f, _, err := createTemp(dir, ".tensor_index-spill")
+	if err != nil {
+		return nil, err
 	}
+	w.spill, w.spillBuf = f, bufio.NewWriter(f)
 	return w, nil
+}
+
+// uuid4 returns a random UUID, as the connector names its shards.
+func uuid4() string {
+	var id [16]byte
+	rand.Read(id[:])
+	id[6] = id[6]&0x0f | 0x40 // version 4
+	id[8] = id[8]&0x3f | 0x80 // RFC 4122 variant
+	return fmt.Sprintf("%x-%x-%x-%x-%x", id[0:4], id[4:6], id[6:8], id[8:10], id[10:16])
+}
+
+// leftBehind reports whether a file name is one that a writer of a dataset
+// leaves: a dataset's files, or the temporary files of this package and of
+// the safetensors package, which start with a dot.
+func leftBehind(name string) bool {
+	switch {
+	case name == ManifestName, name == IndexName:
+		return true
+	case strings.HasPrefix(name, "part-") && strings.HasSuffix(name, ".safetensors"):
+		return true
+	case strings.HasPrefix(name, ".part-"), strings.HasPrefix(name, "."+ManifestName),
+		strings.HasPrefix(name, "."+IndexName), strings.HasPrefix(name, ".tensor_index-"):
+		return true
+	}
+	return false
+}
+
+// checkEmpty returns an error wrapping ErrExists, naming the files, if dir
+// holds a dataset or what a writer left behind.
+func checkEmpty(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var found []string
+	for _, e := range entries {
+		if leftBehind(e.Name()) {
+			found = append(found, e.Name())
+		}
+	}
+	switch {
+	case len(found) == 0:
+		return nil
+	case slices.Contains(found, ManifestName):
+		return fmt.Errorf("%w: %s", ErrExists, dir)
+	case len(found) > 5:
+		found = append(found[:5], fmt.Sprintf("and %d more", len(found)-5))
+	}
+	return fmt.Errorf("%w: %s holds files of a dataset writer that did not finish (%s): remove them first", ErrExists, dir, strings.Join(found, ", "))
 }
 
 // fail records err, removes everything written, and returns err.
@@ -285,66 +365,69 @@ func (w *Writer) sorted(values [][]byte) [][]byte {
 	return w.sortBuf
 }
 
-// Write adds a sample in Batch mode: one value for each column, in the
-// order of Options.Columns, as the little-endian bytes of the column's
-// dtype and shape. The bytes are copied.
-func (w *Writer) Write(values ...[]byte) error {
+// WriteSample adds a sample in Batch mode: one value for each column, in
+// the order of Options.Columns, as the little-endian bytes of the column's
+// dtype and shape. The bytes are copied. A shard is written each BatchSize
+// samples, in pieces as they come, so that memory stays bounded whatever
+// the batch size.
+func (w *Writer) WriteSample(values ...[]byte) error {
 	if err := w.check(); err != nil {
 		return err
 	}
 	if w.opts.Mode != Batch {
-		return fmt.Errorf("%w: Write is for batch mode; use WriteKV", ErrInvalidSample)
+		return fmt.Errorf("%w: WriteSample is for batch mode; use WriteKV", ErrInvalidSample)
 	}
 	if err := w.checkValues(values); err != nil {
 		return err
 	}
-	for i, v := range w.sorted(values) {
-		w.batch[i] = append(w.batch[i], v...)
+	if err := w.batchAdd(w.sorted(values)); err != nil {
+		return w.fail(err)
 	}
-	w.inBatch++
-	if w.inBatch == w.opts.BatchSize {
-		return w.flushBatch()
+	if w.batch.n == w.opts.BatchSize {
+		return w.batchFinish()
 	}
 	return nil
 }
 
 // WriteKV adds a sample in KeyValue mode: its key, and one value for each
-// column as Write takes them. Its tensors are named key + separator +
-// column.
+// column as WriteSample takes them. Its tensors are named key + separator +
+// column. As in the connector, a shard is written once the samples given
+// to it reach the target size, counting 200 bytes of header per tensor.
 func (w *Writer) WriteKV(key string, values ...[]byte) error {
 	if err := w.check(); err != nil {
 		return err
 	}
 	if w.opts.Mode != KeyValue {
-		return fmt.Errorf("%w: WriteKV is for key-value mode; use Write", ErrInvalidSample)
+		return fmt.Errorf("%w: WriteKV is for key-value mode; use WriteSample", ErrInvalidSample)
 	}
 	if err := w.checkValues(values); err != nil {
 		return err
 	}
 	values = w.sorted(values)
-	if i := w.kv.find(key); i >= 0 {
-		if w.opts.Duplicates == DuplicatesFail {
-			return fmt.Errorf("%w: %q", ErrDuplicateKey, key)
-		}
-		off := w.kv.samples[i].off // the same columns, so the same sizes
-		for _, v := range values {
-			off += copy(w.kv.arena[off:], v)
-		}
-		return nil
-	}
-	size, hdr := 0, 0
+	hdr, size := 0, 0
 	for i, v := range values {
 		size += len(v)
 		hdr += tensorHeaderSize(key, w.opts.Separator, w.cols[i])
 	}
-	target := w.opts.TargetShardSizeMB << 20
-	if len(w.kv.samples) > 0 && (len(w.kv.arena)+w.kv.hdrEst+size+hdr > target || w.kv.hdrEst+hdr > maxShardHeader) {
+	if len(w.kv.samples) > 0 && w.kv.hdrEst+hdr > maxShardHeader {
 		if err := w.flushKV(); err != nil {
 			return err
 		}
 	}
+	if i := w.kv.find(key); i >= 0 {
+		if w.opts.Duplicates == DuplicatesFail {
+			return w.fail(fmt.Errorf("%w: %q in shard %04d of %s (Duplicates is DuplicatesFail; nothing was kept)", ErrDuplicateKey, key, w.next, w.dir))
+		}
+		w.kv.remove(i)
+	} else {
+		w.kv.hdrEst += hdr
+	}
 	w.kv.add(key, values)
-	w.kv.hdrEst += hdr
+	w.kv.rows++
+	w.kv.estimate += int64(size) + 200*int64(len(values))
+	if w.kv.estimate >= int64(w.opts.TargetShardSizeMB)<<20 {
+		return w.flushKV()
+	}
 	return nil
 }
 
@@ -360,42 +443,26 @@ func tensorHeaderSize(key, sep string, c Column) int {
 	return 2*(len(key)+len(sep)+len(c.Name)) + 60 + 21*len(c.Shape)
 }
 
-// shardPath returns the name and path of the next shard.
-func (w *Writer) shardPath() (string, string) {
-	name := fmt.Sprintf("part-%05d-%04d-%s.safetensors", w.opts.TaskID, w.next, w.uuid)
+// shardName returns the name of the next shard, and counts it.
+func (w *Writer) shardName() string {
+	name := w.peekShardName()
 	w.next++
-	return name, filepath.Join(w.dir, name)
+	return name
 }
 
-// flushBatch writes the current batch as a shard.
-func (w *Writer) flushBatch() error {
-	n := w.inBatch
-	specs := make([]safetensors.TensorSpec, len(w.cols))
-	for i, c := range w.cols {
-		specs[i] = safetensors.TensorSpec{Name: c.Name, DType: c.DType, Shape: append([]uint64{uint64(n)}, c.Shape...)}
-	}
-	err := w.writeShard(specs, int64(n), func(fw *safetensors.FileWriter) error {
-		for _, i := range fw.SpecOrder() { // spec i is column i
-			if _, err := fw.Write(w.batch[i]); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	for i := range w.batch {
-		w.batch[i] = w.batch[i][:0]
-	}
-	w.inBatch = 0
-	return err
+// peekShardName returns the name of the next shard.
+func (w *Writer) peekShardName() string {
+	return fmt.Sprintf("part-%05d-%04d-%s.safetensors", w.opts.TaskID, w.next, w.uuid)
 }
 
 // flushKV writes the current key-value shard.
 func (w *Writer) flushKV() error {
 	ncol := len(w.cols)
-	specs := make([]safetensors.TensorSpec, 0, len(w.kv.samples)*ncol)
+	live := w.kv.live()
+	specs := make([]safetensors.TensorSpec, 0, len(live)*ncol)
 	// The names, as substrings of one string rather than a string each.
 	var sb strings.Builder
-	for i := range w.kv.samples {
+	for _, i := range live {
 		key := w.kv.key(i)
 		for _, c := range w.cols {
 			sb.Write(key)
@@ -410,7 +477,7 @@ func (w *Writer) flushKV() error {
 		seen = make(map[string]bool, cap(specs))
 	}
 	all, pos := sb.String(), 0
-	for i := range w.kv.samples {
+	for _, i := range live {
 		keyLen := len(w.kv.key(i))
 		for _, c := range w.cols {
 			name := all[pos : pos+keyLen+len(w.opts.Separator)+len(c.Name)]
@@ -424,74 +491,74 @@ func (w *Writer) flushKV() error {
 			specs = append(specs, safetensors.TensorSpec{Name: name, DType: c.DType, Shape: c.Shape})
 		}
 	}
-	err := w.writeShard(specs, int64(len(w.kv.samples)), func(fw *safetensors.FileWriter) error {
-		// The tensors in the writer's order, found by position: spec j is
-		// column j%ncol of sample j/ncol, whose bytes follow the sample's
-		// earlier columns in the arena. Staged in chunks of 1 MiB.
-		const chunk = 1 << 20
-		stage := make([]byte, 0, chunk)
-		for k, j := range fw.SpecOrder() {
-			off := w.kv.samples[j/ncol].off + w.colOffsets[j%ncol]
-			b := w.kv.arena[off : off+int(fw.Header().Tensors[k].DataOffsets[1]-fw.Header().Tensors[k].DataOffsets[0])]
-			if len(stage)+len(b) > chunk && len(stage) > 0 {
-				if _, err := fw.Write(stage); err != nil {
-					return err
-				}
-				stage = stage[:0]
-			}
-			if len(b) >= chunk {
-				if _, err := fw.Write(b); err != nil {
-					return err
-				}
-				continue
-			}
-			stage = append(stage, b...)
-		}
-		_, err := fw.Write(stage)
-		return err
-	})
+	name := w.shardName()
+	path := filepath.Join(w.dir, name)
+	fw, err := safetensors.CreateFile(path, specs, nil)
 	if err != nil {
+		return w.fail(targetError(path, err))
+	}
+	// The tensors in the writer's order, found by position: spec j is
+	// column j%ncol of live sample j/ncol, whose bytes follow the sample's
+	// earlier columns in the arena. Staged in chunks of 1 MiB.
+	const chunk = 1 << 20
+	stage := make([]byte, 0, chunk)
+	for k, j := range fw.SpecOrder() {
+		off := w.kv.samples[live[j/ncol]].off + w.colOffsets[j%ncol]
+		t := fw.Header().Tensors[k]
+		b := w.kv.arena[off : off+int(t.DataOffsets[1]-t.DataOffsets[0])]
+		if len(stage)+len(b) > chunk && len(stage) > 0 {
+			if _, err = fw.Write(stage); err != nil {
+				break
+			}
+			stage = stage[:0]
+		}
+		if len(b) >= chunk {
+			if _, err = fw.Write(b); err != nil {
+				break
+			}
+			continue
+		}
+		stage = append(stage, b...)
+	}
+	if err == nil {
+		_, err = fw.Write(stage)
+	}
+	if err != nil {
+		fw.Abort()
+		return w.fail(targetError(path, err))
+	}
+	if err := fw.Close(); err != nil {
+		return w.fail(targetError(path, err))
+	}
+	if err := w.recordShard(name, int64(w.kv.rows), fw.Header()); err != nil {
 		return err
 	}
 	w.kv.reset()
 	return nil
 }
 
-// writeShard writes a shard of the given tensors, whose bytes fill writes
-// in the order of the writer's header, and records it.
-func (w *Writer) writeShard(specs []safetensors.TensorSpec, samples int64, fill func(*safetensors.FileWriter) error) error {
-	name, path := w.shardPath()
-	fw, err := safetensors.CreateFile(path, specs, nil)
-	if err != nil {
-		return w.fail(err)
-	}
-	if err := fill(fw); err != nil {
-		fw.Abort()
-		return w.fail(err)
-	}
-	if err := fw.Close(); err != nil {
-		return w.fail(err)
-	}
-	w.paths = append(w.paths, path)
-	h := fw.Header()
+// recordShard records a shard written into place, and spills its tensors.
+func (w *Writer) recordShard(name string, samples int64, h *safetensors.Header) error {
+	w.paths = append(w.paths, filepath.Join(w.dir, name))
 	size := int64(h.DataOffset() + h.DataLen())
 	w.shards = append(w.shards, Shard{Path: name, Samples: samples, Bytes: size})
 	w.totalSamples += samples
 	w.totalBytes += size
-	if w.index != nil {
-		for _, t := range h.Tensors {
-			if err := w.spillIndex(t, len(w.shards)-1); err != nil {
-				return w.fail(err)
-			}
+	if w.first == nil {
+		w.first = h
+	}
+	for _, t := range h.Tensors {
+		if err := w.spillTensor(t, len(w.shards)-1); err != nil {
+			return w.fail(err)
 		}
 	}
 	return nil
 }
 
-// spillIndex appends an index entry to the temporary file: the key's
+// spillTensor appends a tensor's entry to the spill file: the name's
 // length and bytes, the shard's number, the dtype, the rank and the
 // dimensions, as uvarints.
-func (w *Writer) spillIndex(t safetensors.TensorInfo, shard int) error {
+func (w *Writer) spillTensor(t safetensors.TensorInfo, shard int) error {
 	b := w.scratch[:0]
 	b = binary.AppendUvarint(b, uint64(len(t.Name)))
 	b = append(b, t.Name...)
@@ -502,7 +569,7 @@ func (w *Writer) spillIndex(t safetensors.TensorInfo, shard int) error {
 		b = binary.AppendUvarint(b, d)
 	}
 	w.scratch = b
-	_, err := w.indexBuf.Write(b)
+	_, err := w.spillBuf.Write(b)
 	return err
 }
 
@@ -514,27 +581,16 @@ func (w *Writer) Close() error {
 		return err
 	}
 	switch {
-	case w.opts.Mode == Batch && w.inBatch > 0:
-		switch w.opts.Tail {
-		case TailPad:
-			for i, c := range w.cols {
-				w.batch[i] = append(w.batch[i], make([]byte, uint64(w.opts.BatchSize-w.inBatch)*c.sampleBytes())...)
-			}
-			w.inBatch = w.opts.BatchSize
-			if err := w.flushBatch(); err != nil {
-				return err
-			}
-		case TailWrite:
-			if err := w.flushBatch(); err != nil {
-				return err
-			}
+	case w.opts.Mode == Batch && w.batch.f != nil:
+		if err := w.batchFinish(); err != nil {
+			return err
 		}
 	case w.opts.Mode == KeyValue && len(w.kv.samples) > 0:
 		if err := w.flushKV(); err != nil {
 			return err
 		}
 	}
-	if w.index != nil {
+	if w.opts.Index && len(w.shards) > 0 {
 		if err := w.writeIndex(); err != nil {
 			return w.fail(err)
 		}
@@ -542,55 +598,221 @@ func (w *Writer) Close() error {
 	if err := w.writeManifest(); err != nil {
 		return w.fail(err)
 	}
+	w.closeSpill()
 	w.done = true
 	return nil
 }
 
-// Manifest returns the manifest as Close writes it, or has written it.
+func (w *Writer) closeSpill() {
+	if w.spill != nil {
+		w.spill.Close()
+		os.Remove(w.spill.Name())
+		w.spill = nil
+	}
+}
+
+// Manifest returns the manifest as Close writes it, or has written it:
+// the shards written so far, their totals, and the schema as the
+// connector writes it. In Batch mode the schema gives each column's dtype
+// and the first shard's shape, batch dimension included ("image": [4, 3,
+// 224, 224]); in KeyValue mode it has an entry for each tensor, named key +
+// separator + column, with the dtype and shape of its first shard. An
+// empty dataset has an empty schema. After Close, Manifest reads the
+// manifest back from its file.
 func (w *Writer) Manifest() Manifest {
+	if w.done && w.err == nil {
+		var m Manifest
+		if data, err := os.ReadFile(filepath.Join(w.dir, ManifestName)); err == nil && json.Unmarshal(data, &m) == nil {
+			return m
+		}
+	}
 	m := Manifest{
 		FormatVersion:      FormatVersion,
 		SafetensorsVersion: SafetensorsVersion,
 		TotalSamples:       w.totalSamples,
 		TotalBytes:         w.totalBytes,
 		Shards:             slices.Clone(w.shards),
-		Schema:             make(map[string]ColumnSchema, len(w.cols)),
+		Schema:             make(map[string]ColumnSchema),
 	}
 	if m.Shards == nil {
 		m.Shards = []Shard{}
 	}
-	for _, c := range w.cols {
-		shape := make([]int64, len(c.Shape))
-		for i, d := range c.Shape {
-			shape[i] = int64(d)
-		}
-		m.Schema[c.Name] = ColumnSchema{DType: c.DType.String(), Shape: shape}
-	}
+	w.schema(func(name string, cs ColumnSchema) error {
+		m.Schema[name] = cs
+		return nil
+	})
 	return m
 }
 
-func (w *Writer) writeManifest() error {
-	data, err := json.MarshalIndent(w.Manifest(), "", "  ")
+// schema calls f with each schema entry: a Batch dataset's columns, with
+// the first shard's shapes, or each tensor of a KeyValue dataset, read
+// from the spill file, with its first shard's shape.
+func (w *Writer) schema(f func(name string, cs ColumnSchema) error) error {
+	if w.first == nil {
+		return nil
+	}
+	if w.opts.Mode == Batch {
+		for _, t := range w.first.Tensors {
+			if err := f(t.Name, ColumnSchema{DType: t.DType.String(), Shape: toInt64s(t.Shape)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	// A name is in two shards only if its key was given again after its
+	// shard was written. A first pass over the spill finds the hashes seen
+	// twice; the second keeps a set of the names only for those.
+	seed := maphash.MakeSeed()
+	seen := make(map[uint64]bool) // hash → seen more than once
+	if err := w.readSpill(func(r indexRow) error {
+		h := maphash.String(seed, r.TensorKey)
+		_, again := seen[h]
+		seen[h] = again
+		return nil
+	}); err != nil {
+		return err
+	}
+	names := make(map[string]bool)
+	return w.readSpill(func(r indexRow) error {
+		if seen[maphash.String(seed, r.TensorKey)] {
+			if names[r.TensorKey] {
+				return nil
+			}
+			names[r.TensorKey] = true
+		}
+		shape := make([]int64, len(r.Shape))
+		for i, d := range r.Shape {
+			shape[i] = int64(d)
+		}
+		return f(r.TensorKey, ColumnSchema{DType: r.DType, Shape: shape})
+	})
+}
+
+func toInt64s(s []uint64) []int64 {
+	out := make([]int64, len(s))
+	for i, d := range s {
+		out[i] = int64(d)
+	}
+	return out
+}
+
+// readSpill calls f with each entry of the spill file, in order.
+func (w *Writer) readSpill(f func(indexRow) error) error {
+	if err := w.spillBuf.Flush(); err != nil {
+		return err
+	}
+	size, err := w.spill.Seek(0, io.SeekCurrent)
 	if err != nil {
 		return err
 	}
+	r := bufio.NewReader(io.NewSectionReader(w.spill, 0, size))
+	for {
+		row, err := readSpilled(r, w.shards)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := f(row); err != nil {
+			return err
+		}
+	}
+}
+
+// writeManifest writes dataset_manifest.json laid out as the connector's
+// Jackson pretty printer lays it out, streaming the schema from the spill.
+func (w *Writer) writeManifest() error {
 	path := filepath.Join(w.dir, ManifestName)
-	if err := writeAtomic(path, func(f io.Writer) error {
-		_, err := f.Write(append(data, '\n'))
-		return err
-	}); err != nil {
+	err := writeAtomic(path, func(f io.Writer) error {
+		bw := bufio.NewWriter(f)
+		fmt.Fprintf(bw, "{\n  \"format_version\" : %s,\n  \"safetensors_version\" : %s,\n  \"total_samples\" : %d,\n  \"total_bytes\" : %d,\n  \"shards\" : [",
+			jsonString(FormatVersion), jsonString(SafetensorsVersion), w.totalSamples, w.totalBytes)
+		for i, s := range w.shards {
+			if i > 0 {
+				bw.WriteString(",")
+			}
+			fmt.Fprintf(bw, " {\n    \"shard_path\" : %s,\n    \"samples_count\" : %d,\n    \"bytes\" : %d\n  }", jsonString(s.Path), s.Samples, s.Bytes)
+		}
+		bw.WriteString(" ],\n  \"schema\" : {")
+		n := 0
+		err := w.schema(func(name string, cs ColumnSchema) error {
+			if n > 0 {
+				bw.WriteString(",")
+			}
+			n++
+			fmt.Fprintf(bw, "\n    %s : {\n      \"dtype\" : %s,\n      \"shape\" : [", jsonString(name), jsonString(cs.DType))
+			for i, d := range cs.Shape {
+				if i > 0 {
+					bw.WriteString(",")
+				}
+				fmt.Fprintf(bw, " %d", d)
+			}
+			bw.WriteString(" ]\n    }")
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			bw.WriteString("\n  }\n}")
+		} else {
+			bw.WriteString(" }\n}")
+		}
+		return bw.Flush()
+	})
+	if err != nil {
 		return err
 	}
 	w.paths = append(w.paths, path)
 	return nil
 }
 
+// jsonString returns s as a JSON string.
+func jsonString(s string) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.Encode(s)
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// createTemp creates a new hidden file in dir whose name starts with
+// prefix, with mode 0666 less the umask (os.CreateTemp gives 0600).
+func createTemp(dir, prefix string) (*os.File, string, error) {
+	for range 100 {
+		var r [8]byte
+		rand.Read(r[:])
+		name := filepath.Join(dir, fmt.Sprintf("%s.tmp%x", prefix, r))
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
+		if errors.Is(err, os.ErrExist) {
+			continue
+		}
+		return f, name, err
+	}
+	return nil, "", fmt.Errorf("dataset: no free temporary name in %s", dir)
+}
+
+// targetError names path, the file being written, in err instead of the
+// temporary file that err may name.
+func targetError(path string, err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) && pe.Path != path {
+		return &os.PathError{Op: pe.Op, Path: path, Err: pe.Err}
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return &os.PathError{Op: le.Op, Path: path, Err: le.Err}
+	}
+	return err
+}
+
 // writeAtomic writes the file at path through a temporary file in the same
-// directory, synced and renamed into place.
+// directory, synced and renamed into place. Errors name path.
 func writeAtomic(path string, write func(io.Writer) error) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*.tmp")
+	f, tmp, err := createTemp(filepath.Dir(path), "."+filepath.Base(path))
 	if err != nil {
-		return err
+		return targetError(path, err)
 	}
 	err = write(f)
 	if err == nil {
@@ -600,12 +822,13 @@ func writeAtomic(path string, write func(io.Writer) error) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(f.Name(), path)
+		err = os.Rename(tmp, path)
 	}
 	if err != nil {
-		os.Remove(f.Name())
+		os.Remove(tmp)
+		return targetError(path, err)
 	}
-	return err
+	return nil
 }
 
 // Abort stops writing and removes every file written: the shards, the
@@ -616,25 +839,24 @@ func (w *Writer) Abort() {
 		return
 	}
 	w.done = true
+	w.batchAbort()
 	for _, p := range w.paths {
-		os.Remove(p)
+		os.RemoveAll(p)
 	}
 	w.paths = nil
-	if w.index != nil {
-		w.index.Close()
-		os.Remove(w.index.Name())
-	}
+	w.closeSpill()
 }
 
-// WriteFloat32s is Write for columns of dtype F32, F64, F16 or BF16, from
-// float32 values; F16 and BF16 are truncated, as the connector does, or
-// rounded to nearest even with Options.RoundToNearest.
+// WriteFloat32s is WriteSample for columns of dtype F32, F64, F16 or BF16,
+// from float32 values. F16 and BF16 are encoded as the connector encodes
+// them (see the package documentation), or rounded to nearest even with
+// Options.RoundToNearest.
 func (w *Writer) WriteFloat32s(values ...[]float32) error {
 	encoded, err := w.encode(values)
 	if err != nil {
 		return err
 	}
-	return w.Write(encoded...)
+	return w.WriteSample(encoded...)
 }
 
 // WriteKVFloat32s is WriteKV from float32 values, encoded as WriteFloat32s
@@ -652,18 +874,22 @@ func (w *Writer) encode(values [][]float32) ([][]byte, error) {
 	if len(values) != len(w.opts.Columns) {
 		return nil, fmt.Errorf("%w: %d values for %d columns", ErrInvalidSample, len(values), len(w.opts.Columns))
 	}
-	r := safetensors.Truncate
-	if w.opts.RoundToNearest {
-		r = safetensors.RoundNearestEven
-	}
 	out := make([][]byte, len(values))
 	for i, c := range w.opts.Columns {
 		v := values[i]
 		switch c.DType {
 		case safetensors.F16:
-			out[i] = safetensors.F32sToF16Bytes(nil, v, r)
+			if w.opts.RoundToNearest {
+				out[i] = safetensors.F32sToF16Bytes(nil, v, safetensors.RoundNearestEven)
+			} else {
+				out[i] = appendSparkF16(nil, v)
+			}
 		case safetensors.BF16:
-			out[i] = safetensors.F32sToBF16Bytes(nil, v, r)
+			if w.opts.RoundToNearest {
+				out[i] = safetensors.F32sToBF16Bytes(nil, v, safetensors.RoundNearestEven)
+			} else {
+				out[i] = appendSparkBF16(nil, v)
+			}
 		case safetensors.F32:
 			b := make([]byte, 4*len(v))
 			for j, f := range v {

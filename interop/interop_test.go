@@ -46,7 +46,7 @@ func write(t *testing.T, mode dataset.Mode) string {
 		}
 		label := binary.LittleEndian.AppendUint32(nil, uint32(i))
 		if mode == dataset.Batch {
-			require.NoError(t, w.Write(safetensors.F32sToBF16Bytes(nil, emb, safetensors.Truncate), label))
+			require.NoError(t, w.WriteSample(safetensors.F32sToBF16Bytes(nil, emb, safetensors.Truncate), label))
 		} else {
 			require.NoError(t, w.WriteKV(fmt.Sprintf("id-%d", i), safetensors.F32sToBF16Bytes(nil, emb, safetensors.Truncate), label))
 		}
@@ -108,7 +108,11 @@ func TestManifestSchema(t *testing.T) {
 func TestIndexWithArrow(t *testing.T) {
 	for _, mode := range []dataset.Mode{dataset.Batch, dataset.KeyValue} {
 		dir := write(t, mode)
-		pf, err := file.OpenParquetFile(filepath.Join(dir, dataset.IndexName), false)
+		// The index is a directory of part files, as Spark writes it.
+		parts, err := filepath.Glob(filepath.Join(dir, dataset.IndexName, "part-*.parquet"))
+		require.NoError(t, err)
+		require.Len(t, parts, 1)
+		pf, err := file.OpenParquetFile(parts[0], false)
 		require.NoError(t, err)
 		fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
 		require.NoError(t, err)

@@ -221,7 +221,7 @@ func TestInspectDataset(t *testing.T) {
 	require.NoError(t, err)
 	x := make([]byte, 12)
 	for i := range 4 {
-		require.NoError(t, w.Write(x, []byte{byte(i)}))
+		require.NoError(t, w.WriteSample(x, []byte{byte(i)}))
 	}
 	require.NoError(t, w.Close())
 	status, stdout, stderr := runCmd("inspect", dir)
