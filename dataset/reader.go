@@ -334,7 +334,7 @@ func (d *Dataset) checkKV(headers []*safetensors.Header) error {
 				return d.errorf("shard %s: key %q has %d of the %d columns", s.Path, key, n, len(d.columns))
 			}
 		}
-		if int64(len(counts)) > s.Samples {
+		if int64(len(counts)) > s.Samples && !d.tensorSamples() {
 			return d.errorf("shard %s holds %d keys, more than the %d samples the manifest gives it", s.Path, len(counts), s.Samples)
 		}
 	}
@@ -392,6 +392,10 @@ func (d *Dataset) splitName(name string) (key, col string, ok bool) {
 	}
 	return name[:i], name[i+len(d.sep):], true
 }
+
+// tensorSamples reports whether each tensor of a key-value dataset is read
+// as a sample of its own: with the empty separator and no columns given.
+func (d *Dataset) tensorSamples() bool { return d.sep == "" && len(d.colNames) == 0 }
 
 // Manifest returns the dataset's manifest.
 func (d *Dataset) Manifest() Manifest { return d.m }

@@ -1,0 +1,199 @@
+package dataset
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/safetensors-go/safetensors"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestEmptyDataset closes a writer that was given no sample: the manifest
+// has no shard and an empty schema, and no index, as from the connector.
+func TestEmptyDataset(t *testing.T) {
+	for _, mode := range []Mode{Batch, KeyValue} {
+		dir := t.TempDir()
+		opts := Options{Mode: mode, Columns: testColumns, Index: true}
+		if mode == Batch {
+			opts.BatchSize = 4
+		}
+		w, err := Create(dir, opts)
+		require.NoError(t, err)
+		require.NoError(t, w.Close())
+		assert.Equal(t, []string{ManifestName}, files(t, dir))
+		data, err := os.ReadFile(filepath.Join(dir, ManifestName))
+		require.NoError(t, err)
+		assert.Contains(t, string(data), `"shards" : [ ],`)
+		assert.Contains(t, string(data), `"schema" : { }`)
+		d, err := Open(dir)
+		require.NoError(t, err)
+		assert.Zero(t, d.Mode())
+		assert.Empty(t, d.Columns())
+		for range d.Samples() {
+			t.Error("a sample in an empty dataset")
+		}
+		d.Close()
+	}
+}
+
+// TestEmptySeparator writes key-value tensors named key + column, and
+// reads them back with the columns named, and without.
+func TestEmptySeparator(t *testing.T) {
+	dir := t.TempDir()
+	w, err := Create(dir, Options{Mode: KeyValue, Columns: testColumns, EmptySeparator: true, Index: true})
+	require.NoError(t, err)
+	for i := range 5 {
+		label, image := sample(i)
+		require.NoError(t, w.WriteKV(fmt.Sprint("k", i), label, image))
+	}
+	require.NoError(t, w.Close())
+	assert.Contains(t, w.Manifest().Schema, "k3image")
+
+	d, err := Open(dir, Separator(""), Columns("label", "image"))
+	require.NoError(t, err)
+	n := 0
+	for smp, err := range d.Samples() {
+		require.NoError(t, err)
+		i := int(smp.Key[1] - '0')
+		label, image := sample(i)
+		assert.Equal(t, image, smp.Tensors[0].Data)
+		assert.Equal(t, label, smp.Tensors[1].Data)
+		n++
+	}
+	assert.Equal(t, 5, n)
+	d.Close()
+
+	// Without the columns, each tensor is a sample, keyed by its name.
+	d, err = Open(dir, Separator(""))
+	require.NoError(t, err)
+	defer d.Close()
+	n = 0
+	for smp, err := range d.Samples() {
+		require.NoError(t, err)
+		require.Len(t, smp.Tensors, 1)
+		got, err := d.Tensor(smp.Key)
+		require.NoError(t, err)
+		assert.Equal(t, got.Data, smp.Tensors[0].Data)
+		n++
+	}
+	assert.Equal(t, 10, n)
+	_, image := sample(4)
+	got, err := d.Tensor("k4image")
+	require.NoError(t, err)
+	assert.Equal(t, image, got.Data)
+}
+
+// TestLeftBehind gives Create a directory with what a killed writer
+// leaves: it refuses it and names the files.
+func TestLeftBehind(t *testing.T) {
+	for _, name := range []string{
+		"part-00000-0000-0b8c1a34-5a5e-4b7a-9d1c-0123456789ab.safetensors",
+		".part-00000-0001-0b8c1a34-5a5e-4b7a-9d1c-0123456789ab.safetensors.tmp1x2y",
+		".part-batch.tmp0011223344556677",
+		".tensor_index-spill.tmp0011223344556677",
+		"." + ManifestName + ".tmp0011223344556677",
+		"._tensor_index.parquet.tmp01234567",
+	} {
+		dir := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), nil, 0o644))
+		_, err := Create(dir, Options{Mode: KeyValue, Columns: testColumns})
+		assert.ErrorIs(t, err, ErrExists, name)
+		assert.ErrorContains(t, err, name)
+		assert.Equal(t, []string{name}, files(t, dir), "nothing removed, nothing added")
+	}
+	// Other files do not matter.
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "README"), nil, 0o644))
+	w, err := Create(dir, Options{Mode: KeyValue, Columns: testColumns})
+	require.NoError(t, err)
+	w.Abort()
+	assert.Equal(t, []string{"README"}, files(t, dir))
+}
+
+// TestErrorsNameTarget makes a shard fail to be written: the error names
+// the shard, not a temporary file.
+func TestErrorsNameTarget(t *testing.T) {
+	for _, mode := range []Mode{Batch, KeyValue} {
+		dir := filepath.Join(t.TempDir(), "ds")
+		opts := Options{Mode: mode, Columns: testColumns}
+		if mode == Batch {
+			opts.BatchSize = 2
+		}
+		w, err := Create(dir, opts)
+		require.NoError(t, err)
+		require.NoError(t, os.RemoveAll(dir))
+		label, image := sample(0)
+		if mode == Batch {
+			err = w.WriteSample(label, image)
+		} else {
+			require.NoError(t, w.WriteKV("k", label, image))
+			err = w.Close()
+		}
+		require.Error(t, err)
+		assert.ErrorIs(t, err, os.ErrNotExist)
+		assert.Contains(t, err.Error(), filepath.Join(dir, "part-00000-0000-"), mode)
+		assert.NotContains(t, err.Error(), ".tmp", mode)
+	}
+}
+
+// TestBatchMemory writes a few samples of a batch of 1 GiB: the shard is
+// not held in memory.
+func TestBatchMemory(t *testing.T) {
+	dir := t.TempDir()
+	cols := []Column{{Name: "x", DType: safetensors.U8, Shape: []uint64{1 << 10}}}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	w, err := Create(dir, Options{Mode: Batch, Columns: cols, BatchSize: 1 << 20})
+	require.NoError(t, err)
+	x := make([]byte, 1<<10)
+	for i := range 100 {
+		x[0] = byte(i)
+		require.NoError(t, w.WriteSample(x))
+	}
+	require.NoError(t, w.Close())
+	runtime.ReadMemStats(&after)
+	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(64<<20), "allocated while writing a batch of 1 GiB")
+	d, err := Open(dir)
+	require.NoError(t, err)
+	defer d.Close()
+	assert.Equal(t, int64(100), d.Manifest().TotalSamples)
+	i := 0
+	for smp, err := range d.Samples() {
+		require.NoError(t, err)
+		assert.Equal(t, byte(i), smp.Tensors[0].Data[0])
+		i++
+	}
+	assert.Equal(t, 100, i)
+}
+
+// TestSamplesAreCopies reads samples that stay valid after Close, and
+// opens with the core's read options.
+func TestSamplesAreCopies(t *testing.T) {
+	dir := writeSmall(t)
+	for _, opts := range [][]OpenOption{nil, {ReadOptions(safetensors.ReadAll())}} {
+		d, err := Open(dir, opts...)
+		require.NoError(t, err)
+		var kept []Sample
+		for smp, err := range d.Samples() {
+			require.NoError(t, err)
+			kept = append(kept, smp)
+		}
+		require.NoError(t, d.Close())
+		require.Len(t, kept, 6)
+		for i, smp := range kept {
+			label, image := sample(i)
+			assert.Equal(t, image, smp.Tensors[0].Data)
+			assert.Equal(t, label, smp.Tensors[1].Data)
+		}
+	}
+	_, err := Open(dir, ReadOptions(func() safetensors.ReadOption {
+		return safetensors.ReadAll()
+	}()), Separator("__"))
+	assert.NoError(t, err)
+	assert.False(t, strings.Contains(dir, ".."))
+}

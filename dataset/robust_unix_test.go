@@ -1,0 +1,157 @@
+//go:build unix
+
+package dataset
+
+import (
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/safetensors-go/safetensors"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// within fails the test if f does not return within 10 seconds.
+func within(t *testing.T, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("blocked")
+	}
+}
+
+// TestFIFO puts a FIFO where the manifest, a shard and the index's part
+// file are: Open and lookups refuse it at once.
+func TestFIFO(t *testing.T) {
+	fifo := func(t *testing.T, path string) {
+		require.NoError(t, os.RemoveAll(path))
+		require.NoError(t, syscall.Mkfifo(path, 0o644))
+	}
+	t.Run("manifest", func(t *testing.T) {
+		dir := writeSmall(t)
+		fifo(t, filepath.Join(dir, ManifestName))
+		within(t, func() {
+			_, err := Open(dir)
+			assert.ErrorIs(t, err, ErrInvalidDataset)
+			assert.ErrorContains(t, err, "not a regular file")
+		})
+	})
+	t.Run("shard", func(t *testing.T) {
+		dir := writeSmall(t)
+		fifo(t, filepath.Join(dir, readManifest(t, dir).Shards[1].Path))
+		within(t, func() {
+			_, err := Open(dir)
+			assert.ErrorIs(t, err, ErrInvalidDataset)
+			assert.ErrorContains(t, err, "not a regular file")
+		})
+	})
+	t.Run("index", func(t *testing.T) {
+		dir := writeSmall(t)
+		parts, err := filepath.Glob(filepath.Join(dir, IndexName, "part-*"))
+		require.NoError(t, err)
+		require.Len(t, parts, 1)
+		fifo(t, parts[0])
+		d, err := Open(dir)
+		require.NoError(t, err)
+		defer d.Close()
+		within(t, func() {
+			_, err := d.Tensor("image")
+			assert.ErrorIs(t, err, ErrInvalidDataset)
+		})
+	})
+	t.Run("single-file index", func(t *testing.T) {
+		dir := writeSmall(t)
+		fifo(t, filepath.Join(dir, IndexName))
+		d, err := Open(dir)
+		require.NoError(t, err)
+		defer d.Close()
+		within(t, func() {
+			_, err := d.Tensor("image")
+			assert.ErrorIs(t, err, ErrInvalidDataset)
+		})
+	})
+}
+
+// TestTruncatedWhileMapped truncates a shard while its samples are read:
+// an error that names the shard, not a crash.
+func TestTruncatedWhileMapped(t *testing.T) {
+	dir := t.TempDir()
+	cols := []Column{{Name: "x", DType: safetensors.U8, Shape: []uint64{64 << 10}}}
+	w, err := Create(dir, Options{Mode: Batch, Columns: cols, BatchSize: 8})
+	require.NoError(t, err)
+	x := make([]byte, 64<<10)
+	for i := range 8 {
+		x[0] = byte(i)
+		require.NoError(t, w.WriteSample(x))
+	}
+	require.NoError(t, w.Close())
+	shard := readManifest(t, dir).Shards[0].Path
+	d, err := Open(dir)
+	require.NoError(t, err)
+	defer d.Close()
+	n := 0
+	var last error
+	for smp, err := range d.Samples() {
+		if err != nil {
+			last = err
+			break
+		}
+		assert.Equal(t, byte(n), smp.Tensors[0].Data[0])
+		n++
+		if n == 2 {
+			require.NoError(t, os.Truncate(filepath.Join(dir, shard), 0))
+		}
+	}
+	assert.Equal(t, 2, n)
+	require.ErrorIs(t, last, ErrShardFault)
+	assert.ErrorContains(t, last, shard)
+}
+
+// TestFileModes writes datasets under a umask of 027: every file gets
+// 0640 and every directory 0750, as 0666 and 0777 less the umask.
+func TestFileModes(t *testing.T) {
+	old := syscall.Umask(0o027)
+	defer syscall.Umask(old)
+	for _, mode := range []Mode{Batch, KeyValue} {
+		dir := t.TempDir()
+		opts := Options{Mode: mode, Columns: testColumns, Index: true}
+		if mode == Batch {
+			opts.BatchSize = 2
+		}
+		w, err := Create(dir, opts)
+		require.NoError(t, err)
+		for i := range 5 {
+			label, image := sample(i)
+			if mode == Batch {
+				require.NoError(t, w.WriteSample(label, image))
+			} else {
+				require.NoError(t, w.WriteKV(string(rune('a'+i)), label, image))
+			}
+		}
+		require.NoError(t, w.Close())
+		n := 0
+		require.NoError(t, filepath.Walk(dir, func(path string, info os.FileInfo, err error) error {
+			require.NoError(t, err)
+			if path == dir {
+				return nil
+			}
+			n++
+			if info.IsDir() {
+				assert.Equal(t, os.FileMode(0o750), info.Mode().Perm(), path)
+			} else {
+				assert.Equal(t, os.FileMode(0o640), info.Mode().Perm(), path)
+			}
+			return nil
+		}))
+		assert.GreaterOrEqual(t, n, 5, "shards, manifest, index and its files")
+	}
+}
