@@ -1,27 +1,71 @@
-// Package dataset reads and writes tensor datasets in the layout of the
-// safetensors-spark connector, so that Go programs can read what Apache
-// Spark writes with df.write.format("safetensors"), and write datasets that
-// spark.read.format("safetensors") reads back.
+// Package dataset reads and writes tensor datasets as the safetensors-spark
+// connector (github.com/SemyonSinchenko/safetensors-spark) does, so that Go
+// programs read what Apache Spark writes with df.write.format("safetensors"),
+// and write datasets that spark.read.format("safetensors"), the connector's
+// Python dataset.py and Spark's Parquet reader read as their own. The tests
+// read datasets written by the real connector (testdata/spark).
 //
 // A dataset is a directory of safetensors shards named
-// part-{task:05d}-{shard:04d}-{uuid}.safetensors, a dataset_manifest.json
-// that lists them with their sample counts and sizes and gives the schema
-// (each column's dtype and per-sample shape), and, on request, a
-// _tensor_index.parquet that maps each tensor to its shard.
+// part-{task:05d}-{shard:04d}-{uuid}.safetensors; a dataset_manifest.json
+// that lists them with their sample counts and file sizes, and gives the
+// schema; and, on request, _tensor_index.parquet, which maps each tensor to
+// its shard. As Spark writes it, the index is a directory of Parquet part
+// files and _SUCCESS: Spark skips files whose names start with "_", so it
+// cannot read a single file of that name. Open reads either form.
 //
 // Samples are laid out in one of two modes:
 //
 //   - Batch: every BatchSize samples make one shard holding one tensor per
-//     column, named after the column and shaped [n, sample shape...].
+//     column, named after the column and shaped [n, sample shape...]; the
+//     last shard holds the rest (TailWrite, the connector's default), is
+//     dropped (TailDrop) or is padded with zero samples (TailPad). The
+//     manifest's schema gives each column's dtype and the first shard's
+//     shape, batch dimension included.
 //   - KeyValue: each sample has a key and gives one tensor per column,
-//     named key + separator + column ("user42__embedding"); shards roll over
-//     at a target size.
+//     named key + separator + column ("user42__embedding"); a shard is
+//     written once its samples reach a target size. The manifest's schema
+//     has an entry per tensor, and a shard's sample count counts every
+//     sample given to it, also one that a later sample with the same key
+//     replaced. The separator is not recorded: Open takes it as an option.
 //
-// The connector encodes F16 and BF16 by truncation, and so do the float32
-// helpers here by default, so that the bytes match what Spark writes;
-// Options.RoundToNearest rounds to nearest even instead, as PyTorch does.
-// Unlike the connector, truncation here keeps F16 subnormals and never turns
-// a NaN into an infinity.
+// # Float encoding
+//
+// WriteFloat32s and WriteKVFloat32s encode F16 and BF16 exactly as the
+// connector encodes float arrays (its dtype option), for every float32
+// input: BF16 is the top 16 bits of the value after a round trip through a
+// double, which quiets a signalling NaN (0x7f800001 gives 0x7fc0, not the
+// infinity 0x7f80); F16 truncates toward zero, but every NaN becomes 0x7e00
+// (0xfe00 with the sign), magnitudes below 2^-14 become a signed zero (no
+// subnormals) and 65536 and above become infinity. The safetensors
+// package's Truncate rounding differs from that: it keeps F16 subnormals
+// and NaN payloads, and takes BF16 as the top 16 bits as they are, so a
+// signalling NaN becomes infinity. Options.RoundToNearest rounds to nearest
+// even instead, as PyTorch and NumPy do.
+//
+// # Failures
+//
+// Every shard, the index and the manifest are written under a hidden
+// temporary name and renamed into place, and Close writes the manifest
+// last, so a dataset is complete once its manifest exists. A writer that
+// fails or is aborted removes what it wrote. A writer killed (SIGKILL, a
+// crash, a power loss) cannot: it leaves, in the dataset's directory,
+// shards part-*.safetensors with no dataset_manifest.json, and hidden
+// temporary files: .part-*.safetensors.tmp*, .part-batch.tmp*,
+// .tensor_index-spill.tmp*, .dataset_manifest.json.tmp* and a directory
+// ._tensor_index.parquet.tmp*. The connector's reader reads every shard
+// of a directory, listed in the manifest or not, so Create refuses a
+// directory that holds any of these (ErrExists, naming them) rather than
+// let another writer's shards pass for the new dataset's; remove them
+// (ls -a shows them) or write elsewhere.
+//
+// Open refuses a FIFO or other special file as manifest, shard or index
+// without blocking. Samples copies each sample out of the mapped shard
+// with memory faults turned into ErrShardFault, so a shard truncated by
+// another process while open gives an error, not a crash; the tensors
+// from Tensor and Batches are the mapped bytes themselves, and touching
+// them after such a truncation faults, as the safetensors package's
+// tensors do. ReadOptions(safetensors.ReadAll()) reads shards into memory
+// instead of mapping them.
 //
 // This package is separate from the safetensors package so that programs
 // that read model files do not link the Parquet library.

@@ -311,6 +311,9 @@ func TestDuplicateAfterRollOver(t *testing.T) {
 		got, err := d.Tensor("a__blob")
 		require.NoError(t, err)
 		assert.Equal(t, byte(1), got.Data[0], "index %v: the later shard's", index)
+		m := readManifest(t, dir)
+		assert.Len(t, m.Schema, 2, "a name in two shards is in the schema once")
+		assert.Equal(t, int64(3), m.TotalSamples)
 		d.Close()
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/parquet-go/parquet-go"
@@ -66,8 +67,12 @@ func (w *Writer) writeIndexFiles(dir string) error {
 	err := writeAtomic(part, func(f io.Writer) error {
 		pw := parquet.NewGenericWriter[indexRow](f, parquet.Compression(&parquet.Snappy))
 		rows := make([]indexRow, 0, indexBatch)
-		err := w.readSpill(func(row indexRow) error {
-			rows = append(rows, row)
+		err := w.readSpill(func(e *spillEntry) error {
+			shape := make([]int32, len(e.shape))
+			for i, d := range e.shape {
+				shape[i] = int32(d) // checked to fit by Options.check
+			}
+			rows = append(rows, indexRow{TensorKey: string(e.name), FileName: w.shards[e.shard].Path, Shape: shape, DType: e.dtype.String()})
 			if len(rows) == indexBatch {
 				if _, err := pw.Write(rows); err != nil {
 					return err
@@ -99,31 +104,39 @@ func syncDir(dir string) {
 	}
 }
 
-// readSpilled reads an entry that spillIndex wrote.
-func readSpilled(r *bufio.Reader, shards []Shard) (indexRow, error) {
+// spillEntry is an entry of the spill file: a tensor's name, shard, dtype
+// and shape. readSpilled reuses its slices.
+type spillEntry struct {
+	name  []byte
+	shard int
+	dtype safetensors.DType
+	shape []uint64
+}
+
+// readSpilled reads an entry that spillTensor wrote into e.
+func readSpilled(r *bufio.Reader, e *spillEntry) error {
 	n, err := binary.ReadUvarint(r)
 	if err != nil {
-		return indexRow{}, err // io.EOF at the end
+		return err // io.EOF at the end
 	}
-	key := make([]byte, n)
-	if _, err := io.ReadFull(r, key); err != nil {
-		return indexRow{}, err
+	e.name = slices.Grow(e.name[:0], int(n))[:n]
+	if _, err := io.ReadFull(r, e.name); err != nil {
+		return err
 	}
 	var v [3]uint64 // shard, dtype, rank
 	for i := range v {
 		if v[i], err = binary.ReadUvarint(r); err != nil {
-			return indexRow{}, err
+			return err
 		}
 	}
-	shape := make([]int32, v[2])
-	for i := range shape {
-		d, err := binary.ReadUvarint(r)
-		if err != nil {
-			return indexRow{}, err
+	e.shard, e.dtype = int(v[0]), safetensors.DType(v[1])
+	e.shape = slices.Grow(e.shape[:0], int(v[2]))[:v[2]]
+	for i := range e.shape {
+		if e.shape[i], err = binary.ReadUvarint(r); err != nil {
+			return err
 		}
-		shape[i] = int32(d) // checked to fit by Options.check
 	}
-	return indexRow{TensorKey: string(key), FileName: shards[v[0]].Path, Shape: shape, DType: safetensors.DType(v[1]).String()}, nil
+	return nil
 }
 
 // keyRow is the part of an index row that lookups read: Parquet reads only

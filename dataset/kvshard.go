@@ -2,6 +2,9 @@ package dataset
 
 import "hash/maphash"
 
+// newKVShard returns an empty shard.
+func newKVShard() kvShard { return kvShard{table: keyTable{seed: maphash.MakeSeed()}} }
+
 // kvShard is the current shard of KeyValue mode: each sample's key and
 // tensors, in two arenas of bytes, and a table that finds a sample by key.
 // Nothing in it holds a pointer but the arenas themselves, so that the
@@ -53,18 +56,22 @@ func (s *kvShard) live() []int {
 	return out
 }
 
-// find returns the index of the sample with the given key, or -1.
-func (s *kvShard) find(key string) int { return s.table.find(s, key) }
+// find returns the index of the live sample with the given key, or -1,
+// and the key's hash for add.
+func (s *kvShard) find(key string) (int, uint64) {
+	h := s.table.hash(key)
+	return s.table.find(s, key, h), h
+}
 
-// add adds a sample, whose key is not in the shard, and its tensors'
-// values.
-func (s *kvShard) add(key string, values [][]byte) {
+// add adds a sample, whose key, of hash h, has no live sample in the
+// shard, and its tensors' values.
+func (s *kvShard) add(key string, h uint64, values [][]byte) {
 	s.keys = append(s.keys, key...)
 	s.samples = append(s.samples, kvSample{keyEnd: len(s.keys), off: len(s.arena)})
 	for _, v := range values {
 		s.arena = append(s.arena, v...)
 	}
-	s.table.insert(s, key, len(s.samples)-1)
+	s.table.insert(s, h, len(s.samples)-1)
 }
 
 func (s *kvShard) reset() {
@@ -78,32 +85,46 @@ func (s *kvShard) reset() {
 // three quarters full, seeded at random so that crafted keys cannot make
 // the probes long.
 type keyTable struct {
-	slots []uint32 // index+1 of a sample, 0 for an empty slot
+	// Each slot holds index+1 of a sample in its low 32 bits, 0 for an
+	// empty slot, and the high 32 bits of the key's hash in its high bits,
+	// so that a probe compares keys only when those match.
+	slots []uint64
 	used  int
 	seed  maphash.Seed
 }
 
-func (t *keyTable) find(s *kvShard, key string) int {
+// hash returns the hash of key, once the table has a seed.
+func (t *keyTable) hash(key string) uint64 { return maphash.String(t.seed, key) }
+
+// find returns the index of the live sample with the key, whose hash is h,
+// or -1.
+func (t *keyTable) find(s *kvShard, key string, h uint64) int {
 	if len(t.slots) == 0 {
 		return -1
 	}
 	mask := uint64(len(t.slots) - 1)
-	for k := maphash.String(t.seed, key) & mask; ; k = (k + 1) & mask {
-		j := int(t.slots[k]) - 1
-		if j < 0 {
+	tag := h &^ 0xffffffff
+	for k := h & mask; ; k = (k + 1) & mask {
+		slot := t.slots[k]
+		if slot == 0 {
 			return -1
 		}
+		if slot&^0xffffffff != tag {
+			continue
+		}
+		j := int(slot&0xffffffff) - 1
 		if !s.samples[j].dead && string(s.key(j)) == key {
 			return j
 		}
 	}
 }
 
-func (t *keyTable) insert(s *kvShard, key string, i int) {
+// insert adds sample i, whose key has hash h.
+func (t *keyTable) insert(s *kvShard, h uint64, i int) {
 	if 4*(t.used+1) > 3*len(t.slots) {
 		t.grow(s)
 	}
-	t.put(maphash.String(t.seed, key), i)
+	t.put(h, i)
 	t.used++
 }
 
@@ -114,15 +135,12 @@ func (t *keyTable) put(h uint64, i int) {
 	for t.slots[k] != 0 {
 		k = (k + 1) & mask
 	}
-	t.slots[k] = uint32(i + 1)
+	t.slots[k] = h&^0xffffffff | uint64(i+1)
 }
 
-// grow doubles the table, and puts the shard's samples in it again.
+// grow doubles the table, and puts the shard's live samples in it again.
 func (t *keyTable) grow(s *kvShard) {
-	if len(t.slots) == 0 {
-		t.seed = maphash.MakeSeed()
-	}
-	t.slots = make([]uint32, max(1024, 2*len(t.slots)))
+	t.slots = make([]uint64, max(1024, 2*len(t.slots)))
 	for i := range t.used {
 		if !s.samples[i].dead {
 			t.put(maphash.Bytes(t.seed, s.key(i)), i)

@@ -197,3 +197,29 @@ func TestSamplesAreCopies(t *testing.T) {
 	assert.NoError(t, err)
 	assert.False(t, strings.Contains(dir, ".."))
 }
+
+// TestManifestEscapes writes keys that JSON escapes: the manifest parses,
+// and Open finds every tensor of the schema.
+func TestManifestEscapes(t *testing.T) {
+	dir := t.TempDir()
+	w, err := Create(dir, Options{Mode: KeyValue, Columns: testColumns})
+	require.NoError(t, err)
+	keys := []string{`quote"d`, `back\slash`, "tab\there", "é<&>", "\u2028"}
+	for i, k := range keys {
+		label, image := sample(i)
+		require.NoError(t, w.WriteKV(k, label, image))
+	}
+	require.NoError(t, w.Close())
+	m := readManifest(t, dir)
+	assert.Len(t, m.Schema, 2*len(keys))
+	assert.Contains(t, m.Schema, `quote"d__image`)
+	d, err := Open(dir)
+	require.NoError(t, err)
+	defer d.Close()
+	for i, k := range keys {
+		_, image := sample(i)
+		got, err := d.Tensor(k + "__image")
+		require.NoError(t, err)
+		assert.Equal(t, image, got.Data)
+	}
+}

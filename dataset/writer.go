@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/safetensors-go/safetensors"
@@ -206,6 +207,11 @@ type Writer struct {
 	perm    []int
 	sortBuf [][]byte
 
+	// The hashes of the keys of the key-value shards written, which tell
+	// Close the keys that may be in two shards.
+	keyHashes []uint64
+	keySeed   maphash.Seed
+
 	// Every tensor written: its name, shard, dtype and shape, spilled to a
 	// temporary file until Close writes the schema and the index.
 	spill    *os.File
@@ -235,10 +241,12 @@ func Create(dir string, opts Options) (*Writer, error) {
 		return nil, err
 	}
 	w := &Writer{
-		dir:  dir,
-		opts: opts,
-		cols: slices.SortedFunc(slices.Values(opts.Columns), func(a, b Column) int { return strings.Compare(a.Name, b.Name) }),
-		uuid: uuid4(),
+		dir:     dir,
+		opts:    opts,
+		cols:    slices.SortedFunc(slices.Values(opts.Columns), func(a, b Column) int { return strings.Compare(a.Name, b.Name) }),
+		uuid:    uuid4(),
+		keySeed: maphash.MakeSeed(),
+		kv:      newKVShard(),
 	}
 	switch opts.Mode {
 	case Batch:
@@ -414,7 +422,8 @@ func (w *Writer) WriteKV(key string, values ...[]byte) error {
 			return err
 		}
 	}
-	if i := w.kv.find(key); i >= 0 {
+	i, h := w.kv.find(key)
+	if i >= 0 {
 		if w.opts.Duplicates == DuplicatesFail {
 			return w.fail(fmt.Errorf("%w: %q in shard %04d of %s (Duplicates is DuplicatesFail; nothing was kept)", ErrDuplicateKey, key, w.next, w.dir))
 		}
@@ -422,7 +431,7 @@ func (w *Writer) WriteKV(key string, values ...[]byte) error {
 	} else {
 		w.kv.hdrEst += hdr
 	}
-	w.kv.add(key, values)
+	w.kv.add(key, h, values)
 	w.kv.rows++
 	w.kv.estimate += int64(size) + 200*int64(len(values))
 	if w.kv.estimate >= int64(w.opts.TargetShardSizeMB)<<20 {
@@ -533,6 +542,9 @@ func (w *Writer) flushKV() error {
 	if err := w.recordShard(name, int64(w.kv.rows), fw.Header()); err != nil {
 		return err
 	}
+	for _, i := range live {
+		w.keyHashes = append(w.keyHashes, maphash.Bytes(w.keySeed, w.kv.key(i)))
+	}
 	w.kv.reset()
 	return nil
 }
@@ -637,8 +649,8 @@ func (w *Writer) Manifest() Manifest {
 	if m.Shards == nil {
 		m.Shards = []Shard{}
 	}
-	w.schema(func(name string, cs ColumnSchema) error {
-		m.Schema[name] = cs
+	w.schema(func(name []byte, dtype safetensors.DType, shape []uint64) error {
+		m.Schema[string(name)] = ColumnSchema{DType: dtype.String(), Shape: toInt64s(shape)}
 		return nil
 	})
 	return m
@@ -647,44 +659,52 @@ func (w *Writer) Manifest() Manifest {
 // schema calls f with each schema entry: a Batch dataset's columns, with
 // the first shard's shapes, or each tensor of a KeyValue dataset, read
 // from the spill file, with its first shard's shape.
-func (w *Writer) schema(f func(name string, cs ColumnSchema) error) error {
+func (w *Writer) schema(f func(name []byte, dtype safetensors.DType, shape []uint64) error) error {
 	if w.first == nil {
 		return nil
 	}
 	if w.opts.Mode == Batch {
 		for _, t := range w.first.Tensors {
-			if err := f(t.Name, ColumnSchema{DType: t.DType.String(), Shape: toInt64s(t.Shape)}); err != nil {
+			if err := f([]byte(t.Name), t.DType, t.Shape); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
 	// A name is in two shards only if its key was given again after its
-	// shard was written. A first pass over the spill finds the hashes seen
-	// twice; the second keeps a set of the names only for those.
-	seed := maphash.MakeSeed()
-	seen := make(map[uint64]bool) // hash → seen more than once
-	if err := w.readSpill(func(r indexRow) error {
-		h := maphash.String(seed, r.TensorKey)
-		_, again := seen[h]
-		seen[h] = again
-		return nil
-	}); err != nil {
-		return err
-	}
-	names := make(map[string]bool)
-	return w.readSpill(func(r indexRow) error {
-		if seen[maphash.String(seed, r.TensorKey)] {
-			if names[r.TensorKey] {
-				return nil
+	// shard was written: the keys' hashes, sorted, tell which keys may be;
+	// only the names of those are kept, to write each once.
+	hashes := slices.Clone(w.keyHashes)
+	slices.Sort(hashes)
+	var twice map[uint64]bool
+	for i := 1; i < len(hashes); i++ {
+		if hashes[i] == hashes[i-1] {
+			if twice == nil {
+				twice = make(map[uint64]bool)
 			}
-			names[r.TensorKey] = true
+			twice[hashes[i]] = true
 		}
-		shape := make([]int64, len(r.Shape))
-		for i, d := range r.Shape {
-			shape[i] = int64(d)
+	}
+	hashes = nil
+	names := make(map[string]bool)
+	sep := []byte(w.opts.Separator)
+	return w.readSpill(func(e *spillEntry) error {
+		if twice != nil {
+			// The key is the name less the separator and a column.
+			key := e.name
+			for _, c := range w.cols { // the longest column that ends the name
+				if k, ok := bytes.CutSuffix(e.name, append(sep, c.Name...)); ok && len(k) < len(key) {
+					key = k
+				}
+			}
+			if twice[maphash.Bytes(w.keySeed, key)] {
+				if names[string(e.name)] {
+					return nil
+				}
+				names[string(e.name)] = true
+			}
 		}
-		return f(r.TensorKey, ColumnSchema{DType: r.DType, Shape: shape})
+		return f(e.name, e.dtype, e.shape)
 	})
 }
 
@@ -696,8 +716,9 @@ func toInt64s(s []uint64) []int64 {
 	return out
 }
 
-// readSpill calls f with each entry of the spill file, in order.
-func (w *Writer) readSpill(f func(indexRow) error) error {
+// readSpill calls f with each entry of the spill file, in order, in a
+// spillEntry that the next call reuses.
+func (w *Writer) readSpill(f func(*spillEntry) error) error {
 	if err := w.spillBuf.Flush(); err != nil {
 		return err
 	}
@@ -705,16 +726,17 @@ func (w *Writer) readSpill(f func(indexRow) error) error {
 	if err != nil {
 		return err
 	}
-	r := bufio.NewReader(io.NewSectionReader(w.spill, 0, size))
+	r := bufio.NewReaderSize(io.NewSectionReader(w.spill, 0, size), 1<<20)
+	var e spillEntry
 	for {
-		row, err := readSpilled(r, w.shards)
+		err := readSpilled(r, &e)
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		if err := f(row); err != nil {
+		if err := f(&e); err != nil {
 			return err
 		}
 	}
@@ -725,40 +747,64 @@ func (w *Writer) readSpill(f func(indexRow) error) error {
 func (w *Writer) writeManifest() error {
 	path := filepath.Join(w.dir, ManifestName)
 	err := writeAtomic(path, func(f io.Writer) error {
-		bw := bufio.NewWriter(f)
-		fmt.Fprintf(bw, "{\n  \"format_version\" : %s,\n  \"safetensors_version\" : %s,\n  \"total_samples\" : %d,\n  \"total_bytes\" : %d,\n  \"shards\" : [",
-			jsonString(FormatVersion), jsonString(SafetensorsVersion), w.totalSamples, w.totalBytes)
+		bw := bufio.NewWriterSize(f, 1<<20)
+		b := make([]byte, 0, 4096)
+		b = append(b, "{\n  \"format_version\" : "...)
+		b = appendJSONString(b, FormatVersion)
+		b = append(b, ",\n  \"safetensors_version\" : "...)
+		b = appendJSONString(b, SafetensorsVersion)
+		b = append(b, ",\n  \"total_samples\" : "...)
+		b = strconv.AppendInt(b, w.totalSamples, 10)
+		b = append(b, ",\n  \"total_bytes\" : "...)
+		b = strconv.AppendInt(b, w.totalBytes, 10)
+		b = append(b, ",\n  \"shards\" : ["...)
 		for i, s := range w.shards {
 			if i > 0 {
-				bw.WriteString(",")
+				b = append(b, ',')
 			}
-			fmt.Fprintf(bw, " {\n    \"shard_path\" : %s,\n    \"samples_count\" : %d,\n    \"bytes\" : %d\n  }", jsonString(s.Path), s.Samples, s.Bytes)
+			b = append(b, " {\n    \"shard_path\" : "...)
+			b = appendJSONString(b, s.Path)
+			b = append(b, ",\n    \"samples_count\" : "...)
+			b = strconv.AppendInt(b, s.Samples, 10)
+			b = append(b, ",\n    \"bytes\" : "...)
+			b = strconv.AppendInt(b, s.Bytes, 10)
+			b = append(b, "\n  }"...)
+			bw.Write(b)
+			b = b[:0]
 		}
-		bw.WriteString(" ],\n  \"schema\" : {")
+		b = append(b, " ],\n  \"schema\" : {"...)
 		n := 0
-		err := w.schema(func(name string, cs ColumnSchema) error {
+		err := w.schema(func(name []byte, dtype safetensors.DType, shape []uint64) error {
 			if n > 0 {
-				bw.WriteString(",")
+				b = append(b, ',')
 			}
 			n++
-			fmt.Fprintf(bw, "\n    %s : {\n      \"dtype\" : %s,\n      \"shape\" : [", jsonString(name), jsonString(cs.DType))
-			for i, d := range cs.Shape {
+			b = append(b, "\n    "...)
+			b = appendJSONString(b, string(name))
+			b = append(b, " : {\n      \"dtype\" : \""...)
+			b = append(b, dtype.String()...)
+			b = append(b, "\",\n      \"shape\" : ["...)
+			for i, d := range shape {
 				if i > 0 {
-					bw.WriteString(",")
+					b = append(b, ',')
 				}
-				fmt.Fprintf(bw, " %d", d)
+				b = append(b, ' ')
+				b = strconv.AppendUint(b, d, 10)
 			}
-			bw.WriteString(" ]\n    }")
-			return nil
+			b = append(b, " ]\n    }"...)
+			_, err := bw.Write(b)
+			b = b[:0]
+			return err
 		})
 		if err != nil {
 			return err
 		}
 		if n > 0 {
-			bw.WriteString("\n  }\n}")
+			b = append(b, "\n  }\n}"...)
 		} else {
-			bw.WriteString(" }\n}")
+			b = append(b, " }\n}"...)
 		}
+		bw.Write(b)
 		return bw.Flush()
 	})
 	if err != nil {
@@ -768,13 +814,27 @@ func (w *Writer) writeManifest() error {
 	return nil
 }
 
-// jsonString returns s as a JSON string.
-func jsonString(s string) string {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
+// appendJSONString appends s as a JSON string: as it is when nothing in
+// it needs escaping, else as encoding/json writes it (without escaping
+// HTML characters, as Jackson).
+func appendJSONString(b []byte, s string) []byte {
+	plain := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		b = append(b, '"')
+		b = append(b, s...)
+		return append(b, '"')
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	enc.Encode(s)
-	return strings.TrimSuffix(b.String(), "\n")
+	return append(b, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...)
 }
 
 // createTemp creates a new hidden file in dir whose name starts with

@@ -40,8 +40,9 @@ func run(w io.Writer, dir string) error {
 	defer dw.Abort() // removes everything unless Close succeeded
 	for i := range 5 {
 		emb := []float32{float32(i), float32(math.Sqrt(float64(i))), -1, 0.5}
-		// F16 and BF16 are truncated as the Spark connector does, unless
-		// Options.RoundToNearest is set.
+		// WriteKV takes each column's little-endian bytes as they are
+		// (WriteKVFloat32s encodes float32 values as the connector does,
+		// for datasets whose columns are all floats).
 		embBytes := safetensors.F32sToBF16Bytes(nil, emb, safetensors.Truncate)
 		label := binary.LittleEndian.AppendUint64(nil, uint64(i%2))
 		if err := dw.WriteKV(fmt.Sprintf("user%d", i), embBytes, label); err != nil {
@@ -54,7 +55,8 @@ func run(w io.Writer, dir string) error {
 	m := dw.Manifest()
 	fmt.Fprintf(w, "wrote %d samples in %d shard(s), %d bytes\n", m.TotalSamples, len(m.Shards), m.TotalBytes)
 
-	// Open checks the manifest against every shard's header.
+	// Open checks the manifest against every shard's header. Samples are
+	// copies, the caller's to keep.
 	ds, err := dataset.Open(dir)
 	if err != nil {
 		return err
