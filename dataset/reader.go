@@ -439,8 +439,10 @@ func (d *Dataset) shard(i int) (*safetensors.Reader, error) {
 
 // Sample is one sample: its key in KeyValue mode, where it is, and one
 // tensor for each column, in the order of Columns. The tensors' Data are
-// the caller's: copies of the shard's bytes, so that they stay valid after
-// Close and the next sample.
+// the caller's: copies of the shard's bytes, 8-byte aligned (the
+// connector does not align tensors in its shards), so that they stay
+// valid after Close and the next sample, and the safetensors package's
+// zero-copy views work on them.
 type Sample struct {
 	Key     string
 	Shard   string // the shard's file name
@@ -477,26 +479,27 @@ func (d *Dataset) Samples() iter.Seq2[Sample, error] {
 // copySample returns a sample of the given tensors, whose Data it copies
 // into one new buffer, guarded against faults.
 func (d *Dataset) copySample(s Shard, smp Sample, ts []safetensors.Tensor) (Sample, error) {
+	// Each tensor at a multiple of 8 bytes, so that the copies are
+	// aligned for views of any dtype.
+	offs := make([]int, len(ts))
 	n := 0
-	for _, t := range ts {
-		n += len(t.Data)
+	for j, t := range ts {
+		offs[j] = n
+		n += (len(t.Data) + 7) &^ 7
 	}
 	buf := make([]byte, n)
 	err := guarded(d.dir, s.Path, func() {
-		off := 0
-		for _, t := range ts {
-			off += copy(buf[off:], t.Data)
+		for j, t := range ts {
+			copy(buf[offs[j]:], t.Data)
 		}
 	})
 	if err != nil {
 		return Sample{}, err
 	}
 	smp.Tensors = make([]safetensors.Tensor, len(ts))
-	off := 0
 	for j, t := range ts {
-		t.Data = buf[off : off+len(t.Data) : off+len(t.Data)]
+		t.Data = buf[offs[j] : offs[j]+len(t.Data) : offs[j]+len(t.Data)]
 		t.Shape = slices.Clone(t.Shape)
-		off += len(t.Data)
 		smp.Tensors[j] = t
 	}
 	return smp, nil

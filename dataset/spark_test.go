@@ -2,8 +2,11 @@ package dataset
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -264,4 +267,66 @@ func TestSparkEmptySeparator(t *testing.T) {
 	assert.ErrorIs(t, err, ErrInvalidDataset)
 	assert.ErrorContains(t, err, "Separator")
 	_ = slices.Clone(keys)
+}
+
+// TestSparkUnaligned reads the connector's unaligned tensors through every
+// API: values decode the same as from the bytes; a zero-copy view either
+// works or says the data is not aligned; sample copies are aligned.
+func TestSparkUnaligned(t *testing.T) {
+	unaligned := 0
+	check := func(t *testing.T, tn safetensors.Tensor, copied bool) {
+		if tn.DType != safetensors.F32 && tn.DType != safetensors.F64 {
+			return
+		}
+		vals, err := tn.Float32s()
+		require.NoError(t, err)
+		want := make([]float32, len(vals))
+		for i := range want {
+			if tn.DType == safetensors.F32 {
+				want[i] = math.Float32frombits(binary.LittleEndian.Uint32(tn.Data[4*i:]))
+			} else {
+				want[i] = float32(math.Float64frombits(binary.LittleEndian.Uint64(tn.Data[8*i:])))
+			}
+		}
+		assert.Equal(t, fmt.Sprint(want), fmt.Sprint(vals))
+		var verr error
+		if tn.DType == safetensors.F32 {
+			_, verr = safetensors.View[float32](tn)
+		} else {
+			_, verr = safetensors.View[float64](tn)
+		}
+		if copied {
+			assert.NoError(t, verr, "a sample's copy is aligned")
+		} else if verr != nil {
+			assert.ErrorIs(t, verr, safetensors.ErrNoView)
+			unaligned++
+		}
+	}
+	for _, name := range []string{"batch_tail_write", "batch_two_tasks", "kv_index", "kv_vary_shapes"} {
+		d, err := Open(filepath.Join("..", "testdata", "spark", name))
+		require.NoError(t, err)
+		for smp, err := range d.Samples() {
+			require.NoError(t, err)
+			for _, tn := range smp.Tensors {
+				check(t, tn, true)
+				got, err := d.Tensor(tn.Name)
+				require.NoError(t, err)
+				if d.Mode() == KeyValue {
+					check(t, got, false)
+				}
+			}
+		}
+		for ts, err := range d.Batches() {
+			if d.Mode() == KeyValue {
+				assert.ErrorIs(t, err, ErrInvalidOptions)
+				break
+			}
+			require.NoError(t, err)
+			for _, tn := range ts {
+				check(t, tn, false)
+			}
+		}
+		d.Close()
+	}
+	assert.Positive(t, unaligned, "the connector's shards have unaligned tensors")
 }
