@@ -223,3 +223,16 @@ func TestManifestEscapes(t *testing.T) {
 		assert.Equal(t, image, got.Data)
 	}
 }
+
+// TestManifestAfterAbort asks an aborted writer for its manifest: no
+// panic, and the shards it removed.
+func TestManifestAfterAbort(t *testing.T) {
+	w, err := Create(t.TempDir(), Options{Mode: KeyValue, Columns: testColumns})
+	require.NoError(t, err)
+	label, image := sample(0)
+	require.NoError(t, w.WriteKV("k", label, image))
+	require.NoError(t, w.flushKV())
+	assert.Len(t, w.Manifest().Schema, 2)
+	w.Abort()
+	assert.NotPanics(t, func() { w.Manifest() })
+}

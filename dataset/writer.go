@@ -719,6 +719,9 @@ func toInt64s(s []uint64) []int64 {
 // readSpill calls f with each entry of the spill file, in order, in a
 // spillEntry that the next call reuses.
 func (w *Writer) readSpill(f func(*spillEntry) error) error {
+	if w.spill == nil { // aborted
+		return nil
+	}
 	if err := w.spillBuf.Flush(); err != nil {
 		return err
 	}
