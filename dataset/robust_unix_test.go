@@ -3,7 +3,9 @@
 package dataset
 
 import (
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -154,4 +156,55 @@ func TestFileModes(t *testing.T) {
 		}))
 		assert.GreaterOrEqual(t, n, 5, "shards, manifest, index and its files")
 	}
+}
+
+// TestKilledWriter kills a writer with SIGKILL in the middle of a dataset:
+// what it leaves is what the package documentation lists, Open finds no
+// dataset there, and Create refuses the directory, naming the leftovers.
+func TestKilledWriter(t *testing.T) {
+	if dir := os.Getenv("DATASET_KILLED_WRITER"); dir != "" {
+		w, err := Create(dir, Options{Mode: Batch, Columns: testColumns, BatchSize: 2, Index: true})
+		if err != nil {
+			os.Exit(3)
+		}
+		for i := 0; ; i++ {
+			label, image := sample(i)
+			if err := w.WriteSample(label, image); err != nil {
+				os.Exit(4)
+			}
+			if i == 4 { // two shards written, a third begun
+				os.Stdout.WriteString("ready\n")
+			}
+			if i > 4 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}
+	if testing.Short() {
+		t.Skip("starts a child process")
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestKilledWriter$")
+	cmd.Env = append(os.Environ(), "DATASET_KILLED_WRITER="+dir)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	buf := make([]byte, 6)
+	_, err = io.ReadFull(out, buf)
+	require.NoError(t, err)
+	require.Equal(t, "ready\n", string(buf))
+	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+	cmd.Wait()
+
+	left := files(t, dir)
+	t.Log(left)
+	require.NotEmpty(t, left)
+	for _, name := range left {
+		assert.True(t, leftBehind(name), "%s is not among what the documentation lists", name)
+	}
+	_, err = Open(dir)
+	assert.ErrorIs(t, err, os.ErrNotExist, "no manifest: no dataset")
+	_, err = Create(dir, Options{Mode: Batch, Columns: testColumns, BatchSize: 2})
+	assert.ErrorIs(t, err, ErrExists)
+	assert.ErrorContains(t, err, "part-")
 }
