@@ -237,7 +237,8 @@ func (d *Dataset) checkShards() error {
 // sample count as its first dimension, unless the names split into more
 // than one key at the separator; KeyValue otherwise.
 func (d *Dataset) tellMode(headers []*safetensors.Header) Mode {
-	keys := make(map[string]bool)
+	keys := make(map[string]int)
+	cols := make(map[string]bool)
 	splits := d.sep != "" || len(d.colNames) > 0
 	for i, h := range headers {
 		if len(h.Tensors) != len(d.m.Schema) {
@@ -247,14 +248,22 @@ func (d *Dataset) tellMode(headers []*safetensors.Header) Mode {
 			if _, ok := d.m.Schema[t.Name]; !ok || len(t.Shape) == 0 || t.Shape[0] != uint64(d.m.Shards[i].Samples) {
 				return KeyValue
 			}
-			if splits {
-				key, _, ok := d.splitName(t.Name)
+			if splits && i == 0 {
+				key, col, ok := d.splitName(t.Name)
 				splits = ok
-				keys[key] = true
+				keys[key]++
+				cols[col] = true
 			}
 		}
 	}
+	// Both readings fit the shards: key-value if the names split into
+	// several keys that each have every column.
 	if splits && len(keys) > 1 {
+		for _, n := range keys {
+			if n != len(cols) {
+				return Batch
+			}
+		}
 		return KeyValue
 	}
 	return Batch

@@ -236,3 +236,27 @@ func TestManifestAfterAbort(t *testing.T) {
 	w.Abort()
 	assert.NotPanics(t, func() { w.Manifest() })
 }
+
+// TestBatchColumnsWithSeparator writes a batch dataset whose columns' names
+// hold the separator: it opens in batch mode.
+func TestBatchColumnsWithSeparator(t *testing.T) {
+	dir := t.TempDir()
+	cols := []Column{{Name: "a__x", DType: safetensors.U8}, {Name: "b__y", DType: safetensors.U8, Shape: []uint64{2}}}
+	w, err := Create(dir, Options{Mode: Batch, Columns: cols, BatchSize: 3})
+	require.NoError(t, err)
+	for i := range 3 {
+		require.NoError(t, w.WriteSample([]byte{byte(i)}, []byte{byte(i), 1}))
+	}
+	require.NoError(t, w.Close())
+	d, err := Open(dir)
+	require.NoError(t, err)
+	defer d.Close()
+	assert.Equal(t, Batch, d.Mode())
+	n := 0
+	for smp, err := range d.Samples() {
+		require.NoError(t, err)
+		assert.Equal(t, []byte{byte(n)}, smp.Tensors[0].Data)
+		n++
+	}
+	assert.Equal(t, 3, n)
+}
