@@ -44,8 +44,17 @@ const (
 	indexDir            // a directory of Parquet part files, as Spark writes it
 )
 
-// OpenOption is an option of Open.
-type OpenOption func(*Dataset)
+// OpenOption is an option of Open: Separator, Columns, ReadOptions, or any
+// option of the safetensors package itself, such as safetensors.ReadAll(),
+// which goes to the opening of every shard:
+//
+//	d, err := dataset.Open(dir, dataset.Separator("/"), safetensors.ReadAll())
+//
+// Open refuses a value of any other type.
+type OpenOption any
+
+// datasetOption is an OpenOption of this package.
+type datasetOption func(*Dataset)
 
 // Separator sets the separator between key and column in the tensor names
 // of a key-value dataset: "__", the connector's default, unless the writer
@@ -53,22 +62,22 @@ type OpenOption func(*Dataset)
 // separator, a name alone cannot tell the key from the column: give the
 // columns with Columns, or each tensor is read as a sample of its own,
 // keyed by its full name, with one column named "".
-func Separator(sep string) OpenOption { return func(d *Dataset) { d.sep = sep } }
+func Separator(sep string) OpenOption { return datasetOption(func(d *Dataset) { d.sep = sep }) }
 
 // Columns names the columns of a key-value dataset, so that a tensor name
 // is split as key + separator + the longest column that ends it, rather
 // than at the last separator. It is needed with the empty separator, and
 // where a column's name holds the separator.
 func Columns(names ...string) OpenOption {
-	return func(d *Dataset) { d.colNames = slices.Clone(names) }
+	return datasetOption(func(d *Dataset) { d.colNames = slices.Clone(names) })
 }
 
 // ReadOptions passes options of the safetensors package to the opening of
-// every shard: safetensors.ReadAll reads shards into memory rather than
+// every shard, as giving them to Open directly does: safetensors.ReadAll reads shards into memory rather than
 // mapping them, so that tensors stay valid after Close and a shard
 // truncated by another process cannot fault.
 func ReadOptions(opts ...safetensors.ReadOption) OpenOption {
-	return func(d *Dataset) { d.readOpts = append(d.readOpts, opts...) }
+	return datasetOption(func(d *Dataset) { d.readOpts = append(d.readOpts, opts...) })
 }
 
 // maxManifestSize bounds the manifest: a key-value dataset lists each of
@@ -98,7 +107,15 @@ const maxManifestSize = 1 << 30
 func Open(dir string, opts ...OpenOption) (*Dataset, error) {
 	d := &Dataset{dir: dir, sep: "__", readers: make(map[int]*safetensors.Reader)}
 	for _, o := range opts {
-		o(d)
+		switch o := o.(type) {
+		case datasetOption:
+			o(d)
+		case safetensors.ReadOption:
+			d.readOpts = append(d.readOpts, o)
+		case nil:
+		default:
+			return nil, fmt.Errorf("dataset: Open: %T is not an option of Open", o)
+		}
 	}
 	slices.SortFunc(d.colNames, func(a, b string) int { return len(b) - len(a) })
 	root, err := os.OpenRoot(dir)

@@ -175,7 +175,7 @@ func TestBatchMemory(t *testing.T) {
 // opens with the core's read options.
 func TestSamplesAreCopies(t *testing.T) {
 	dir := writeSmall(t)
-	for _, opts := range [][]OpenOption{nil, {ReadOptions(safetensors.ReadAll())}} {
+	for _, opts := range [][]OpenOption{nil, {ReadOptions(safetensors.ReadAll())}, {safetensors.ReadAll()}} {
 		d, err := Open(dir, opts...)
 		require.NoError(t, err)
 		var kept []Sample
