@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 var (
@@ -41,12 +42,12 @@ const IndexSuffix = ".safetensors.index.json"
 // It reads the tensors of all shards as one Reader reads those of one file.
 // Like a Reader, it is safe for concurrent use, except for Close.
 type Sharded struct {
-	index    string         // the index file's path
-	metadata map[string]any // the index's "metadata"
-	files    []string       // the shards' file names, sorted
-	shards   []*Reader      // parallel to files
-	where    map[string]int // tensor name → index in shards
-	names    []string       // sorted
+	index    string                     // what errors call the index: its path or URL
+	metadata map[string]json.RawMessage // the index's "metadata"; nil if none
+	files    []string                   // the shards' file names, sorted
+	shards   []*Reader                  // parallel to files
+	where    map[string]int             // tensor name → index in shards
+	names    []string                   // sorted
 }
 
 // OpenIndex opens the sharded checkpoint whose index file is at path, or,
@@ -55,12 +56,9 @@ type Sharded struct {
 //
 // It opens every shard at once with Open, since checking the checkpoint
 // needs every shard's header and Open costs no more than that: the data is
-// mapped, not read. It checks that the index is well formed, that every
-// shard it names is a valid safetensors file inside the index's directory
-// (no "..", no absolute path, no symbolic link leading out), that each
-// tensor is in the shard the index names and in no other, and that the
-// total_size in the index's metadata, when present, is the sum of the
-// tensors' sizes. Errors wrap ErrInvalidIndex, and what a shard's Open
+// mapped, not read. It checks what NewSharded checks, and that every shard
+// is inside the index's directory (no "..", no absolute path, no symbolic
+// link leading out). Errors wrap ErrInvalidIndex, and what a shard's Open
 // returned; they name the files and tensors involved.
 //
 // A tensor that a shard holds but the index does not list is not readable
@@ -78,12 +76,71 @@ func OpenIndex(path string, opts ...ReadOption) (*Sharded, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Sharded{index: path}
-	weightMap, err := s.readIndex()
+	data, err := readIndexFile(path)
 	if err != nil {
 		return nil, err
 	}
-	unlisted, err := s.openShards(weightMap, cfg)
+	root, err := os.OpenRoot(filepath.Dir(path))
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	return NewSharded(path, data, func(shard string) (*Reader, error) {
+		return openShard(root, shard, cfg)
+	})
+}
+
+// readIndexFile reads the index file at path, of at most maxIndexSize
+// bytes.
+func readIndexFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxIndexSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxIndexSize {
+		return nil, fmt.Errorf("%w: %s: larger than %d bytes", ErrInvalidIndex, path, maxIndexSize)
+	}
+	return data, nil
+}
+
+// maxOpenConcurrency bounds how many shards NewSharded opens at once.
+const maxOpenConcurrency = 8
+
+// NewSharded checks the sharded checkpoint whose index file holds the bytes
+// index, and returns it with every shard open: the index names its shards,
+// and NewSharded calls open once for each, with the shard's file name as
+// the index gives it (such as "model-00001-of-00002.safetensors", relative
+// to the index's directory or URL; never absolute and never with ".."). It
+// calls open for up to eight shards at once, from several goroutines, so
+// that shards on a network are opened in parallel. OpenIndex is NewSharded
+// with open inside the index's directory; a checkpoint elsewhere, such as
+// on an HTTP server, opens its shards with NewReaderAt. name is what errors
+// call the index: its path or URL.
+//
+// NewSharded checks that the index is a JSON object of at most
+// MaxHeaderSize bytes with a "weight_map" of tensor names to file names
+// (no name twice, no file name that leaves the index's directory), that
+// each tensor is in the shard the index names and in no other, and that
+// the total_size in the index's "metadata", when present, is the sum of
+// the tensors' sizes. Errors wrap ErrInvalidIndex, and what open returned;
+// they name the index, files and tensors involved. As with OpenIndex, a
+// tensor a shard holds but the index does not list gives a usable Sharded
+// with an error wrapping ErrUnlistedTensor.
+//
+// The Sharded owns the Readers open returned: its Close closes them, and
+// NewSharded closes them itself when it fails.
+func NewSharded(name string, index []byte, open func(shard string) (*Reader, error)) (*Sharded, error) {
+	s := &Sharded{index: name}
+	weightMap, err := s.readIndex(index)
+	if err != nil {
+		return nil, err
+	}
+	unlisted, err := s.openShards(weightMap, open)
 	if err != nil {
 		s.Close()
 		return nil, err
@@ -95,7 +152,7 @@ func OpenIndex(path string, opts ...ReadOption) (*Sharded, error) {
 			more = fmt.Sprintf(" and %d more", len(unlisted)-5)
 			unlisted = unlisted[:5]
 		}
-		return s, fmt.Errorf("%w: %s: %s%s", ErrUnlistedTensor, path, strings.Join(unlisted, ", "), more)
+		return s, fmt.Errorf("%w: %s: %s%s", ErrUnlistedTensor, name, strings.Join(unlisted, ", "), more)
 	}
 	return s, nil
 }
@@ -140,27 +197,17 @@ func globEscape(s string) string {
 // index lists names and file names, well under 100 bytes a tensor.
 const maxIndexSize = MaxHeaderSize
 
-// readIndex reads and checks the index file, sets s.metadata and s.files,
+// readIndex checks the index file's bytes, sets s.metadata and s.files,
 // and returns the weight map.
-func (s *Sharded) readIndex() (map[string]string, error) {
-	f, err := os.Open(s.index)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxIndexSize+1))
-	if err != nil {
-		return nil, err
-	}
+func (s *Sharded) readIndex(data []byte) (map[string]string, error) {
 	if len(data) > maxIndexSize {
 		return nil, s.errorf("larger than %d bytes", maxIndexSize)
 	}
 	var top struct {
-		Metadata  map[string]any  `json:"metadata"`
-		WeightMap json.RawMessage `json:"weight_map"`
+		Metadata  map[string]json.RawMessage `json:"metadata"`
+		WeightMap json.RawMessage            `json:"weight_map"`
 	}
 	d := json.NewDecoder(bytes.NewReader(data))
-	d.UseNumber()
 	if err := d.Decode(&top); err != nil {
 		return nil, s.errorf("%v", err)
 	}
@@ -212,25 +259,49 @@ func decodeWeightMap(raw json.RawMessage) (map[string]string, error) {
 	return m, nil
 }
 
-// openShards opens the shards through a root at the index's directory, so
-// that no shard path leaves it, and checks them against the weight map. It
-// returns the tensors the shards hold that the index does not list.
-func (s *Sharded) openShards(weightMap map[string]string, cfg *readConfig) (unlisted []string, err error) {
-	root, err := os.OpenRoot(filepath.Dir(s.index))
-	if err != nil {
-		return nil, err
-	}
-	defer root.Close()
-	s.where = make(map[string]int, len(weightMap))
-	for i, file := range s.files {
-		r, err := openShard(root, file, cfg)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %s: shard %s: %w", ErrInvalidIndex, s.index, file, err)
+// openShards opens the shards with open, several at once, and checks them
+// against the weight map. It returns the tensors the shards hold that the
+// index does not list.
+func (s *Sharded) openShards(weightMap map[string]string, open func(string) (*Reader, error)) (unlisted []string, err error) {
+	s.shards = make([]*Reader, len(s.files))
+	errs := make([]error, len(s.files))
+	openOne := func(i int) {
+		r, err := open(s.files[i])
+		if err == nil && r == nil {
+			err = errors.New("no Reader")
 		}
-		s.shards = append(s.shards, r)
+		s.shards[i], errs[i] = r, err
+	}
+	if len(s.files) == 1 {
+		openOne(0)
+	} else {
+		var wg sync.WaitGroup
+		next := make(chan int)
+		for range min(len(s.files), maxOpenConcurrency) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range next {
+					openOne(i)
+				}
+			}()
+		}
+		for i := range s.files {
+			next <- i
+		}
+		close(next)
+		wg.Wait()
+	}
+	for i, err := range errs {
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: shard %s: %w", ErrInvalidIndex, s.index, s.files[i], err)
+		}
+	}
+	s.where = make(map[string]int, len(weightMap))
+	for i, r := range s.shards {
 		for _, t := range r.Header().Tensors {
 			if j, dup := s.where[t.Name]; dup {
-				return nil, s.errorf("tensor %q is in two shards, %s and %s", t.Name, s.files[j], file)
+				return nil, s.errorf("tensor %q is in two shards, %s and %s", t.Name, s.files[j], s.files[i])
 			}
 			s.where[t.Name] = i
 		}
@@ -273,28 +344,36 @@ func openShard(root *os.Root, file string, cfg *readConfig) (*Reader, error) {
 // checkTotalSize checks the metadata's total_size, if any, against the sum
 // of the tensors' sizes.
 func (s *Sharded) checkTotalSize(total uint64) error {
-	v, ok := s.metadata["total_size"]
+	raw, ok := s.metadata["total_size"]
 	if !ok {
 		return nil
 	}
-	n, ok := v.(json.Number)
+	size, ok := jsonCount(raw)
 	if !ok {
-		return s.errorf("total_size is %v, not a number", v)
-	}
-	// Writers in Python may write a float, such as 1.6e10: take any number
-	// whose value is an exact integer.
-	size, err := strconv.ParseUint(n.String(), 10, 64)
-	if err != nil {
-		f, ferr := n.Float64()
-		if ferr != nil || f < 0 || f >= math.Exp2(64) || f != math.Trunc(f) {
-			return s.errorf("total_size %s is not a byte count", n)
-		}
-		size = uint64(f)
+		return s.errorf("total_size is %s, not a number", raw)
 	}
 	if size != total {
 		return s.errorf("total_size is %d, but the tensors' sizes add up to %d", size, total)
 	}
 	return nil
+}
+
+// jsonCount returns the value of raw, a JSON value, if it is a number whose
+// value is an integer from 0 to 2^64-1. Writers in Python may write a
+// float, such as 1.6e10, for an integer.
+func jsonCount(raw json.RawMessage) (uint64, bool) {
+	var n json.Number
+	if len(raw) == 0 || raw[0] == '"' || json.Unmarshal(raw, &n) != nil {
+		return 0, false
+	}
+	if v, err := strconv.ParseUint(n.String(), 10, 64); err == nil {
+		return v, true
+	}
+	f, err := n.Float64()
+	if err != nil || f < 0 || f >= math.Exp2(64) || f != math.Trunc(f) {
+		return 0, false
+	}
+	return uint64(f), true
 }
 
 // errorf returns an error wrapping ErrInvalidIndex that names the index.
@@ -305,10 +384,32 @@ func (s *Sharded) errorf(format string, args ...any) error {
 // Names returns the names of the tensors the index lists, sorted.
 func (s *Sharded) Names() []string { return slices.Clone(s.names) }
 
-// Metadata returns the index's "metadata" object, with numbers as
-// json.Number: {"total_size": 16060522496} from transformers. It is nil if
-// the index has none.
-func (s *Sharded) Metadata() map[string]any { return maps.Clone(s.metadata) }
+// Metadata returns a copy of the index's "metadata" object, as
+// Reader.Metadata returns a file's: string values as they are, and other
+// JSON values as their JSON text, compacted, so that transformers'
+// {"total_parameters": 8030261248, "total_size": 16060522496} gives
+// {"total_parameters": "8030261248", "total_size": "16060522496"}. It is
+// nil if the index has no metadata or null.
+func (s *Sharded) Metadata() map[string]string {
+	if s.metadata == nil {
+		return nil
+	}
+	md := make(map[string]string, len(s.metadata))
+	for k, raw := range s.metadata {
+		var str string
+		if len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &str) == nil {
+			md[k] = str
+			continue
+		}
+		var b bytes.Buffer
+		if json.Compact(&b, raw) != nil {
+			md[k] = string(raw) // cannot happen: the decoder checked it
+			continue
+		}
+		md[k] = b.String()
+	}
+	return md
+}
 
 // Shards returns the file names of the shards, as the index gives them,
 // sorted.
@@ -381,7 +482,9 @@ func (s *Sharded) Prefetch(names ...string) error {
 func (s *Sharded) Close() error {
 	var errs []error
 	for _, r := range s.shards {
-		errs = append(errs, r.Close())
+		if r != nil { // nil for a shard NewSharded failed to open
+			errs = append(errs, r.Close())
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -104,7 +105,7 @@ func TestShardedLikeTransformers(t *testing.T) {
 	s, err := OpenIndex(dir) // the directory, or the index file itself
 	require.NoError(t, err)
 	defer s.Close()
-	assert.Equal(t, map[string]any{"total_size": json.Number("6860")}, s.Metadata())
+	assert.Equal(t, map[string]string{"total_size": "6860"}, s.Metadata())
 	assert.Len(t, s.Shards(), 7)
 	var names []string
 	for _, tensor := range fx.tensors {
@@ -405,4 +406,79 @@ func TestSplitShards(t *testing.T) {
 	}
 	assert.Equal(t, [][]string{{"layer_1"}, {"layer_3"}, {"layer_2"}, {"layer_4", "layer_5"}}, got)
 	assert.Equal(t, uint64(50), total)
+}
+
+// TestNewSharded opens the fixture's checkpoint from memory, as a remote
+// checkpoint is opened: the shards through a function, the index by a
+// name that errors give.
+func TestNewSharded(t *testing.T) {
+	fx := loadShardedFixture(t)
+	dir := writeFixture(t, fx)
+	files := make(map[string][]byte)
+	for file := range fx.shards {
+		data, err := os.ReadFile(filepath.Join(dir, file))
+		require.NoError(t, err)
+		files[file] = data
+	}
+	var mu sync.Mutex
+	var asked []string
+	open := func(shard string) (*Reader, error) {
+		mu.Lock()
+		asked = append(asked, shard)
+		mu.Unlock()
+		data, ok := files[shard]
+		if !ok {
+			return nil, fs.ErrNotExist
+		}
+		return NewReader(data)
+	}
+	const name = "https://example.com/m/model.safetensors.index.json"
+	s, err := NewSharded(name, fx.index, open)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, slices.Collect(maps.Keys(fx.shards)), asked, "each shard opened once")
+	assert.Equal(t, map[string]string{"total_size": "6860"}, s.Metadata())
+	for _, tensor := range fx.tensors {
+		got, err := s.Tensor(tensor.Name)
+		require.NoError(t, err)
+		assert.Equal(t, tensor.Data, got.Data, tensor.Name)
+	}
+	require.NoError(t, s.Close())
+
+	delete(files, "model-00003-of-00007.safetensors")
+	_, err = NewSharded(name, fx.index, open)
+	assert.True(t, errors.Is(err, ErrInvalidIndex), "%v", err)
+	assert.True(t, errors.Is(err, fs.ErrNotExist), "%v", err)
+	assert.Contains(t, err.Error(), name+": shard model-00003-of-00007.safetensors")
+
+	_, err = NewSharded(name, []byte(`{"weight_map": {"a": "x.safetensors"}}`), func(string) (*Reader, error) { return nil, nil })
+	assert.True(t, errors.Is(err, ErrInvalidIndex), "an open that returns nothing: %v", err)
+	_, err = NewSharded(name, []byte(`[]`), open)
+	assert.True(t, errors.Is(err, ErrInvalidIndex), "%v", err)
+	assert.Contains(t, err.Error(), name)
+}
+
+// TestShardedMetadata reads an index's metadata of every JSON kind as
+// strings, as a file's metadata reads.
+func TestShardedMetadata(t *testing.T) {
+	for _, tc := range []struct {
+		metadata string
+		want     map[string]string
+	}{
+		{`{"total_parameters": 1234, "total_size": 0}`, map[string]string{"total_parameters": "1234", "total_size": "0"}},
+		{`{"format": "pt", "é\n": "a\"b", "f": 1.5e3, "neg": -0}`, map[string]string{"format": "pt", "é\n": `a"b`, "f": "1.5e3", "neg": "-0"}},
+		{`{"nested": {"a": [1, 2, {"b": null}]}, "t": true, "n": null, "s": ""}`,
+			map[string]string{"nested": `{"a":[1,2,{"b":null}]}`, "t": "true", "n": "null", "s": ""}},
+		{`{}`, map[string]string{}},
+		{`null`, nil},
+	} {
+		index := []byte(`{"metadata": ` + tc.metadata + `, "weight_map": {}}`)
+		s, err := NewSharded("index.json", index, nil)
+		require.NoError(t, err, tc.metadata)
+		assert.Equal(t, tc.want, s.Metadata(), tc.metadata)
+	}
+	s, err := NewSharded("index.json", []byte(`{"weight_map": {}}`), nil)
+	require.NoError(t, err)
+	assert.Nil(t, s.Metadata(), "no metadata")
+	_, err = NewSharded("index.json", []byte(`{"metadata": [], "weight_map": {}}`), nil)
+	assert.True(t, errors.Is(err, ErrInvalidIndex), "metadata not an object: %v", err)
 }
