@@ -526,6 +526,7 @@ func ExampleOpenIndex() {
 	// Output:
 	// {
 	//   "metadata": {
+	//     "total_parameters": 192,
 	//     "total_size": 768
 	//   },
 	//   "weight_map": {
@@ -582,7 +583,7 @@ func ExampleNewSharded() {
 	}
 	fmt.Println(ckpt.Shards(), ckpt.Metadata(), b.Data)
 	// Output:
-	// [model-00001-of-00002.safetensors model-00002-of-00002.safetensors] map[total_size:5] [4 5]
+	// [model-00001-of-00002.safetensors model-00002-of-00002.safetensors] map[total_parameters:5 total_size:5] [4 5]
 }
 
 // CreateSharded streams tensors too large for memory into shards, in any

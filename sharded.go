@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"math"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"slices"
@@ -127,7 +128,11 @@ const maxOpenConcurrency = 8
 // (no name twice, no file name that leaves the index's directory), that
 // each tensor is in the shard the index names and in no other, and that
 // the total_size in the index's "metadata", when present, is the sum of
-// the tensors' sizes. Errors wrap ErrInvalidIndex, and what open returned;
+// the tensors' sizes. The index of transformers 5 also gives
+// total_parameters, which NewSharded does not check, since it counts
+// parameters rather than tensors (see CreateSharded), nor needs; indexes
+// without it, as transformers 4 wrote them, are as good. Errors wrap
+// ErrInvalidIndex, and what open returned;
 // they name the index, files and tensors involved. As with OpenIndex, a
 // tensor a shard holds but the index does not list gives a usable Sharded
 // with an error wrapping ErrUnlistedTensor.
@@ -505,10 +510,16 @@ type ShardedWriter struct {
 // would take it past maxShardSize bytes of tensor data, and a tensor larger
 // than maxShardSize in a shard of its own, placed when it comes. The shards
 // are named base-00001-of-00030.safetensors and so on (base is "model" for
-// transformers), and the index base.safetensors.index.json, with the keys sorted, two-space indents, a
-// trailing newline and {"total_size": N} as metadata, byte for byte as
-// transformers writes it. As in those libraries, tensors that fit in one
-// shard make a single file named base.safetensors, with no index.
+// transformers), and the index base.safetensors.index.json as transformers
+// 5 writes it: keys sorted, two-space indents, a trailing newline, and
+// {"total_parameters": P, "total_size": N} as metadata, N the tensors'
+// bytes and P their elements. transformers' P is model.num_parameters(),
+// which counts parameters, not tensors: the index is byte for byte what
+// transformers writes when every tensor is a parameter, as in most
+// models, but it differs for a model that saves buffers (not counted there)
+// or 4-bit bitsandbytes weights (counted there as twice their bytes).
+// As in those libraries, tensors that fit in one shard make a single file
+// named base.safetensors, with no index.
 //
 // metadata, such as {"format": "pt"}, goes into every shard; the options
 // apply to every shard.
@@ -532,6 +543,10 @@ func CreateSharded(dir, base string, specs []TensorSpec, maxShardSize int64, met
 		return nil, err
 	}
 	groups, total := splitShards(specs, uint64(maxShardSize))
+	params, err := countParameters(specs)
+	if err != nil {
+		return nil, err
+	}
 	w := &ShardedWriter{dir: dir, base: base, where: make(map[string]int, len(specs))}
 	weightMap := make(map[string]string, len(specs))
 	for i, group := range groups {
@@ -552,7 +567,7 @@ func CreateSharded(dir, base string, specs []TensorSpec, maxShardSize int64, met
 		}
 	}
 	if len(groups) != 1 {
-		w.index = appendIndex(nil, total, weightMap)
+		w.index = appendIndex(nil, params, total, weightMap)
 	}
 	return w, nil
 }
@@ -582,11 +597,31 @@ func splitShards(specs []TensorSpec, maxSize uint64) (shards [][]TensorSpec, tot
 	return shards, total
 }
 
-// appendIndex appends the index file as transformers writes it:
-// json.dumps(index, indent=2, sort_keys=True) followed by a newline.
-func appendIndex(dst []byte, total uint64, weightMap map[string]string) []byte {
-	dst = append(dst, "{\n  \"metadata\": {\n    \"total_size\": "...)
-	dst = strconv.AppendUint(dst, total, 10)
+// countParameters returns the number of elements of the tensors specs
+// describes, which transformers writes as total_parameters.
+func countParameters(specs []TensorSpec) (uint64, error) {
+	var n uint64
+	for _, spec := range specs {
+		elems := uint64(1)
+		for _, d := range spec.Shape {
+			elems *= d // no overflow: checked by planSpecs
+		}
+		var carry uint64
+		if n, carry = bits.Add64(n, elems, 0); carry != 0 {
+			return 0, fmt.Errorf("%sthe tensors have more than 2^64-1 elements in all", prefix)
+		}
+	}
+	return n, nil
+}
+
+// appendIndex appends the index file as transformers 5 writes it:
+// json.dumps(index, indent=2, sort_keys=True) followed by a newline, with
+// {"total_parameters": params, "total_size": size} as metadata.
+func appendIndex(dst []byte, params, size uint64, weightMap map[string]string) []byte {
+	dst = append(dst, "{\n  \"metadata\": {\n    \"total_parameters\": "...)
+	dst = strconv.AppendUint(dst, params, 10)
+	dst = append(dst, ",\n    \"total_size\": "...)
+	dst = strconv.AppendUint(dst, size, 10)
 	dst = append(dst, "\n  },\n  \"weight_map\": {"...)
 	for i, name := range slices.Sorted(maps.Keys(weightMap)) {
 		if i > 0 {

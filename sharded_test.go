@@ -105,7 +105,7 @@ func TestShardedLikeTransformers(t *testing.T) {
 	s, err := OpenIndex(dir) // the directory, or the index file itself
 	require.NoError(t, err)
 	defer s.Close()
-	assert.Equal(t, map[string]string{"total_size": "6860"}, s.Metadata())
+	assert.Equal(t, map[string]string{"total_parameters": "2869", "total_size": "6860"}, s.Metadata())
 	assert.Len(t, s.Shards(), 7)
 	var names []string
 	for _, tensor := range fx.tensors {
@@ -382,7 +382,7 @@ func TestAppendPythonString(t *testing.T) {
 	} {
 		assert.Equal(t, want, string(appendPythonString(nil, s)), "%q", s)
 	}
-	assert.Equal(t, "{\n  \"metadata\": {\n    \"total_size\": 0\n  },\n  \"weight_map\": {}\n}\n", string(appendIndex(nil, 0, nil)))
+	assert.Equal(t, "{\n  \"metadata\": {\n    \"total_parameters\": 0,\n    \"total_size\": 0\n  },\n  \"weight_map\": {}\n}\n", string(appendIndex(nil, 0, 0, nil)))
 }
 
 // TestSplitShards checks the split rule on the example of huggingface_hub's
@@ -436,13 +436,25 @@ func TestNewSharded(t *testing.T) {
 	s, err := NewSharded(name, fx.index, open)
 	require.NoError(t, err)
 	assert.ElementsMatch(t, slices.Collect(maps.Keys(fx.shards)), asked, "each shard opened once")
-	assert.Equal(t, map[string]string{"total_size": "6860"}, s.Metadata())
+	assert.Equal(t, map[string]string{"total_parameters": "2869", "total_size": "6860"}, s.Metadata())
 	for _, tensor := range fx.tensors {
 		got, err := s.Tensor(tensor.Name)
 		require.NoError(t, err)
 		assert.Equal(t, tensor.Data, got.Data, tensor.Name)
 	}
 	require.NoError(t, s.Close())
+
+	// The index transformers 4 wrote, with no total_parameters; and
+	// total_parameters, which counts parameters rather than tensor
+	// elements, is not checked.
+	for _, params := range []string{``, `"total_parameters": 1, `, `"total_parameters": "many", `} {
+		index := bytes.Replace(fx.index, []byte(`"total_parameters": 2869,`), []byte(params), 1)
+		s, err := NewSharded(name, index, open)
+		require.NoError(t, err, params)
+		assert.Len(t, s.Names(), len(fx.tensors))
+		assert.Equal(t, "6860", s.Metadata()["total_size"])
+		require.NoError(t, s.Close())
+	}
 
 	delete(files, "model-00003-of-00007.safetensors")
 	_, err = NewSharded(name, fx.index, open)

@@ -193,7 +193,7 @@ func TestInspectSharded(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(stdout), &s))
 	assert.Len(t, s.Shards, 4)
 	assert.Equal(t, 39, s.Totals.Tensors)
-	assert.Equal(t, map[string]any{"total_size": "1001728"}, s.Metadata)
+	assert.Equal(t, map[string]any{"total_parameters": "250432", "total_size": "1001728"}, s.Metadata)
 	for _, ts := range s.Tensors {
 		assert.Regexp(t, `^model-0000[1-4]-of-00004.safetensors$`, ts.Shard)
 	}
