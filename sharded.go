@@ -42,25 +42,41 @@ const IndexSuffix = ".safetensors.index.json"
 // index, model.safetensors.index.json, that maps each tensor to its shard.
 // It reads the tensors of all shards as one Reader reads those of one file.
 // Like a Reader, it is safe for concurrent use, except for Close.
+//
+// A Sharded may also be a single file, as OpenIndex opens a model that
+// fits in one: then it has one shard, and reads as that file's Reader does.
 type Sharded struct {
-	index    string                     // what errors call the index: its path or URL
-	metadata map[string]json.RawMessage // the index's "metadata"; nil if none
-	files    []string                   // the shards' file names, sorted
-	shards   []*Reader                  // parallel to files
-	where    map[string]int             // tensor name → index in shards
-	names    []string                   // sorted
+	index     string            // what errors call the index: its path or URL (the file's, for a single file)
+	metadata  map[string]string // the index's "metadata" (the file's, for a single file); nil if none
+	totalSize json.RawMessage   // the metadata's total_size, or nil
+	files     []string          // the shards' file names, sorted
+	shards    []*Reader         // parallel to files
+	where     map[string]int    // tensor name → index in shards; nil for a single file
+	names     []string          // sorted; nil for a single file
 }
 
-// OpenIndex opens the sharded checkpoint whose index file is at path, or,
-// if path is a directory, whose index is the one file in it named
-// *.safetensors.index.json.
+// OpenIndex opens a model's checkpoint as transformers finds it: path is a
+// sharded checkpoint's index file (any name ending in .json), a single
+// safetensors file, or a directory. In a directory it looks, as
+// transformers' from_pretrained does, for model.safetensors first and then
+// for model.safetensors.index.json; failing both, for the one index named
+// *.safetensors.index.json in it, and failing that for the one
+// *.safetensors file (such as adapter_model.safetensors or
+// diffusion_pytorch_model.safetensors). More than one candidate is an
+// error wrapping ErrInvalidIndex, since which to choose is not known.
+// (transformers also reads a file name given by config.json's
+// "transformers_weights", and names with a variant, such as
+// model.fp16.safetensors; give OpenIndex such a file's path.)
 //
-// It opens every shard at once with Open, since checking the checkpoint
-// needs every shard's header and Open costs no more than that: the data is
-// mapped, not read. It checks what NewSharded checks, and that every shard
-// is inside the index's directory (no "..", no absolute path, no symbolic
-// link leading out). Errors wrap ErrInvalidIndex, and what a shard's Open
-// returned; they name the files and tensors involved.
+// A single file opens with Open, and gives a Sharded of one shard whose
+// Metadata is the file's: it costs what Open costs, plus a look at the
+// directory. A sharded checkpoint opens every shard at once with Open,
+// since checking the checkpoint needs every shard's header and Open costs
+// no more than that: the data is mapped, not read. It checks what
+// NewSharded checks, and that every shard is inside the index's directory
+// (no "..", no absolute path, no symbolic link leading out). Errors wrap
+// ErrInvalidIndex, and what a shard's Open returned; they name the files
+// and tensors involved.
 //
 // A tensor that a shard holds but the index does not list is not readable
 // through the Sharded (loaders ignore it), and makes OpenIndex return an
@@ -73,9 +89,12 @@ func OpenIndex(path string, opts ...ReadOption) (*Sharded, error) {
 	if err != nil {
 		return nil, err
 	}
-	path, err = findIndex(path)
+	path, isIndex, err := findCheckpoint(path)
 	if err != nil {
 		return nil, err
+	}
+	if !isIndex {
+		return openSingle(path, cfg)
 	}
 	data, err := readIndexFile(path)
 	if err != nil {
@@ -89,6 +108,78 @@ func OpenIndex(path string, opts ...ReadOption) (*Sharded, error) {
 	return NewSharded(path, data, func(shard string) (*Reader, error) {
 		return openShard(root, shard, cfg)
 	})
+}
+
+// openSingle opens the safetensors file at path as a Sharded of one shard.
+func openSingle(path string, cfg *readConfig) (*Sharded, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	r, err := openFile(f, path, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Sharded{
+		index:    path,
+		metadata: r.h.Metadata,
+		files:    []string{filepath.Base(path)},
+		shards:   []*Reader{r},
+	}, nil
+}
+
+// Names of the files that transformers looks for in a model's directory, in
+// its order.
+const (
+	modelFile  = "model.safetensors"
+	modelIndex = "model" + IndexSuffix
+)
+
+// findCheckpoint returns the file that OpenIndex opens for path, and
+// whether it is an index.
+func findCheckpoint(path string) (file string, isIndex bool, err error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return "", false, err
+	}
+	if !info.IsDir() {
+		return path, strings.HasSuffix(path, ".json"), nil
+	}
+	for _, c := range []struct {
+		name    string
+		isIndex bool
+	}{{modelFile, false}, {modelIndex, true}} {
+		file := filepath.Join(path, c.name)
+		if info, err := os.Stat(file); err == nil && info.Mode().IsRegular() {
+			return file, c.isIndex, nil
+		}
+	}
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		return "", false, err
+	}
+	var indexes, files []string
+	for _, e := range entries {
+		switch name := e.Name(); {
+		case e.IsDir():
+		case strings.HasSuffix(name, IndexSuffix):
+			indexes = append(indexes, name)
+		case strings.HasSuffix(name, ".safetensors") && !strings.HasPrefix(name, "."):
+			files = append(files, name)
+		}
+	}
+	switch {
+	case len(indexes) == 1:
+		return filepath.Join(path, indexes[0]), true, nil
+	case len(indexes) > 1:
+		return "", false, fmt.Errorf("%w: %s: %d files named *%s (%s), want one", ErrInvalidIndex, path, len(indexes), IndexSuffix, strings.Join(indexes, ", "))
+	case len(files) == 1:
+		return filepath.Join(path, files[0]), false, nil
+	case len(files) > 1:
+		return "", false, fmt.Errorf("%w: %s: no %s nor %s, and %d files named *.safetensors, want one", ErrInvalidIndex, path, modelFile, modelIndex, len(files))
+	}
+	return "", false, fmt.Errorf("%w: %s: no %s, %s, nor any *.safetensors file", ErrInvalidIndex, path, modelFile, modelIndex)
 }
 
 // readIndexFile reads the index file at path, of at most maxIndexSize
@@ -162,42 +253,6 @@ func NewSharded(name string, index []byte, open func(shard string) (*Reader, err
 	return s, nil
 }
 
-// findIndex returns path if it is a file, or the one index file in it if it
-// is a directory.
-func findIndex(path string) (string, error) {
-	info, err := os.Stat(path)
-	if err != nil {
-		return "", err
-	}
-	if !info.IsDir() {
-		return path, nil
-	}
-	matches, err := filepath.Glob(filepath.Join(globEscape(path), "*"+IndexSuffix))
-	if err != nil {
-		return "", err
-	}
-	if len(matches) != 1 {
-		return "", fmt.Errorf("%w: %s: %d files named *%s, want one", ErrInvalidIndex, path, len(matches), IndexSuffix)
-	}
-	return matches[0], nil
-}
-
-// globEscape escapes the characters of s that filepath.Glob would take as
-// a pattern.
-func globEscape(s string) string {
-	if filepath.Separator == '\\' {
-		return s // Glob has no escapes on Windows, where * ? [ cannot be in names anyway
-	}
-	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`*?[\`, r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
-
 // maxIndexSize bounds the index file, as MaxHeaderSize bounds a header: an
 // index lists names and file names, well under 100 bytes a tensor.
 const maxIndexSize = MaxHeaderSize
@@ -226,7 +281,13 @@ func (s *Sharded) readIndex(data []byte) (map[string]string, error) {
 	if err != nil {
 		return nil, s.errorf("weight_map: %v", err)
 	}
-	s.metadata = top.Metadata
+	if top.Metadata != nil {
+		s.metadata = make(map[string]string, len(top.Metadata))
+		for k, raw := range top.Metadata {
+			s.metadata[k] = jsonText(raw)
+		}
+		s.totalSize = top.Metadata["total_size"]
+	}
 	files := make(map[string]bool)
 	for name, file := range weightMap {
 		if !files[file] && !filepath.IsLocal(filepath.FromSlash(file)) {
@@ -349,13 +410,12 @@ func openShard(root *os.Root, file string, cfg *readConfig) (*Reader, error) {
 // checkTotalSize checks the metadata's total_size, if any, against the sum
 // of the tensors' sizes.
 func (s *Sharded) checkTotalSize(total uint64) error {
-	raw, ok := s.metadata["total_size"]
-	if !ok {
+	if s.totalSize == nil {
 		return nil
 	}
-	size, ok := jsonCount(raw)
+	size, ok := jsonCount(s.totalSize)
 	if !ok {
-		return s.errorf("total_size is %s, not a number", raw)
+		return s.errorf("total_size is %s, not a number", s.totalSize)
 	}
 	if size != total {
 		return s.errorf("total_size is %d, but the tensors' sizes add up to %d", size, total)
@@ -386,34 +446,46 @@ func (s *Sharded) errorf(format string, args ...any) error {
 	return fmt.Errorf("%w: %s: %s", ErrInvalidIndex, s.index, fmt.Sprintf(format, args...))
 }
 
+// jsonText returns a JSON value as Sharded.Metadata gives it: a string as
+// it is, anything else as its compact JSON text.
+func jsonText(raw json.RawMessage) string {
+	var str string
+	if len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &str) == nil {
+		return str
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return string(raw) // cannot happen: the decoder checked it
+	}
+	return b.String()
+}
+
 // Names returns the names of the tensors the index lists, sorted.
-func (s *Sharded) Names() []string { return slices.Clone(s.names) }
+func (s *Sharded) Names() []string {
+	if s.where == nil {
+		return s.shards[0].Names()
+	}
+	return slices.Clone(s.names)
+}
 
 // Metadata returns a copy of the index's "metadata" object, as
 // Reader.Metadata returns a file's: string values as they are, and other
 // JSON values as their JSON text, compacted, so that transformers'
 // {"total_parameters": 8030261248, "total_size": 16060522496} gives
 // {"total_parameters": "8030261248", "total_size": "16060522496"}. It is
-// nil if the index has no metadata or null.
-func (s *Sharded) Metadata() map[string]string {
-	if s.metadata == nil {
-		return nil
+// nil if the index has no metadata or null. For a single file, it is the
+// file's metadata, such as {"format": "pt"}.
+func (s *Sharded) Metadata() map[string]string { return maps.Clone(s.metadata) }
+
+// find returns the index in s.shards of the shard that holds the named
+// tensor.
+func (s *Sharded) find(name string) (int, bool) {
+	if s.where == nil {
+		_, ok := s.shards[0].tensorInfo(name)
+		return 0, ok
 	}
-	md := make(map[string]string, len(s.metadata))
-	for k, raw := range s.metadata {
-		var str string
-		if len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &str) == nil {
-			md[k] = str
-			continue
-		}
-		var b bytes.Buffer
-		if json.Compact(&b, raw) != nil {
-			md[k] = string(raw) // cannot happen: the decoder checked it
-			continue
-		}
-		md[k] = b.String()
-	}
-	return md
+	i, ok := s.where[name]
+	return i, ok
 }
 
 // Shards returns the file names of the shards, as the index gives them,
@@ -433,7 +505,7 @@ func (s *Sharded) Header(shard string) (*Header, error) {
 
 // Shard returns the file name of the shard that holds the named tensor.
 func (s *Sharded) Shard(name string) (string, error) {
-	i, ok := s.where[name]
+	i, ok := s.find(name)
 	if !ok {
 		return "", tensorErrorf(name, ErrTensorNotFound, "no such tensor in %s", s.index)
 	}
@@ -442,7 +514,7 @@ func (s *Sharded) Shard(name string) (string, error) {
 
 // Tensor returns the named tensor, from its shard; see Reader.Tensor.
 func (s *Sharded) Tensor(name string) (Tensor, error) {
-	i, ok := s.where[name]
+	i, ok := s.find(name)
 	if !ok {
 		return Tensor{}, tensorErrorf(name, ErrTensorNotFound, "no such tensor in %s", s.index)
 	}
@@ -452,6 +524,9 @@ func (s *Sharded) Tensor(name string) (Tensor, error) {
 // Tensors returns every tensor the index lists, shard by shard, each
 // shard's in file order.
 func (s *Sharded) Tensors() ([]Tensor, error) {
+	if s.where == nil {
+		return s.shards[0].Tensors()
+	}
 	out := make([]Tensor, 0, len(s.names))
 	for i, r := range s.shards {
 		for _, info := range r.Header().Tensors {
@@ -472,7 +547,7 @@ func (s *Sharded) Tensors() ([]Tensor, error) {
 // shards; see Reader.Prefetch.
 func (s *Sharded) Prefetch(names ...string) error {
 	for _, name := range names {
-		i, ok := s.where[name]
+		i, ok := s.find(name)
 		if !ok {
 			return tensorErrorf(name, ErrTensorNotFound, "no such tensor in %s", s.index)
 		}
@@ -505,7 +580,9 @@ type ShardedWriter struct {
 }
 
 // CreateSharded starts writing a sharded checkpoint of the tensors specs
-// describes into the directory dir, splitting them as the Hugging Face
+// describes into the directory dir, created as transformers creates it if
+// it does not exist (os.MkdirAll, mode 0777 before the umask), splitting
+// them as the Hugging Face
 // libraries do: in the order given, each shard filled until the next tensor
 // would take it past maxShardSize bytes of tensor data, and a tensor larger
 // than maxShardSize in a shard of its own, placed when it comes. The shards
@@ -545,6 +622,9 @@ func CreateSharded(dir, base string, specs []TensorSpec, maxShardSize int64, met
 	groups, total := splitShards(specs, uint64(maxShardSize))
 	params, err := countParameters(specs)
 	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o777); err != nil {
 		return nil, err
 	}
 	w := &ShardedWriter{dir: dir, base: base, where: make(map[string]int, len(specs))}

@@ -223,8 +223,10 @@ func TestCreateShardedFailure(t *testing.T) {
 	}
 	_, err = CreateSharded(t.TempDir(), "model", append(specs, specs[0]), 1000, nil)
 	assert.True(t, errors.Is(err, ErrInvalidHeader), "a name twice: %v", err)
-	_, err = CreateSharded(filepath.Join(t.TempDir(), "missing"), "model", specs, 1000, nil)
-	assert.True(t, errors.Is(err, fs.ErrNotExist), "%v", err)
+	blocker := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(blocker, nil, 0o644))
+	_, err = CreateSharded(filepath.Join(blocker, "dir"), "model", specs, 1000, nil)
+	assert.Error(t, err, "a directory that cannot be created")
 }
 
 // editIndex rewrites the checkpoint's index through edit.
@@ -312,9 +314,10 @@ func TestOpenIndexCorrupted(t *testing.T) {
 			f.WriteString("{}")
 			f.Close()
 		}, []error{ErrInvalidIndex}, "data after"},
-		{"two indexes", func(t *testing.T, dir string) {
-			require.NoError(t, os.WriteFile(filepath.Join(dir, "other.safetensors.index.json"), fx.index, 0o644))
-		}, []error{ErrInvalidIndex}, "2 files named"},
+		{"two indexes, neither model's", func(t *testing.T, dir string) {
+			require.NoError(t, os.Rename(filepath.Join(dir, "model.safetensors.index.json"), filepath.Join(dir, "a.safetensors.index.json")))
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "b.safetensors.index.json"), fx.index, 0o644))
+		}, []error{ErrInvalidIndex}, "2 files named *.safetensors.index.json (a.safetensors.index.json, b.safetensors.index.json)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := writeFixture(t, fx)
@@ -493,4 +496,138 @@ func TestShardedMetadata(t *testing.T) {
 	assert.Nil(t, s.Metadata(), "no metadata")
 	_, err = NewSharded("index.json", []byte(`{"metadata": [], "weight_map": {}}`), nil)
 	assert.True(t, errors.Is(err, ErrInvalidIndex), "metadata not an object: %v", err)
+}
+
+// TestCreateShardedMkdir writes into a directory that does not exist yet,
+// as transformers' save_pretrained does.
+func TestCreateShardedMkdir(t *testing.T) {
+	fx := loadShardedFixture(t)
+	dir := filepath.Join(t.TempDir(), "new", "model")
+	require.NoError(t, WriteSharded(dir, "model", fx.tensors, fx.maxSize, nil))
+	info, err := os.Stat(dir)
+	require.NoError(t, err)
+	if runtime.GOOS != "windows" {
+		assert.Zero(t, info.Mode().Perm()&^0o777, "mode %v", info.Mode())
+		assert.NotZero(t, info.Mode().Perm()&0o700, "mode %v", info.Mode())
+	}
+	s, err := OpenIndex(dir)
+	require.NoError(t, err)
+	assert.Len(t, s.Names(), len(fx.tensors))
+	require.NoError(t, s.Close())
+
+	// Invalid tensors create nothing.
+	dir = filepath.Join(t.TempDir(), "never")
+	_, err = CreateSharded(dir, "model", []TensorSpec{{Name: "a", DType: F32, Shape: []uint64{1}}, {Name: "a", DType: F32, Shape: []uint64{1}}}, 1000, nil)
+	assert.Error(t, err)
+	_, err = os.Stat(dir)
+	assert.True(t, errors.Is(err, fs.ErrNotExist), "%v", err)
+}
+
+// TestOpenIndexFinds opens models laid out in every way OpenIndex accepts,
+// and refuses directories where the model's file is ambiguous.
+func TestOpenIndexFinds(t *testing.T) {
+	fx := loadShardedFixture(t)
+	one := []Tensor{{Name: "w", DType: U8, Shape: []uint64{2}, Data: []byte{7, 8}}}
+	write := func(t *testing.T, dir, file string) {
+		t.Helper()
+		require.NoError(t, WriteFile(filepath.Join(dir, file), one, map[string]string{"format": "pt", "file": file}))
+	}
+	// single checks that s is the single file named file.
+	single := func(t *testing.T, s *Sharded, file string) {
+		t.Helper()
+		assert.Equal(t, []string{file}, s.Shards())
+		assert.Equal(t, map[string]string{"format": "pt", "file": file}, s.Metadata())
+		assert.Equal(t, []string{"w"}, s.Names())
+		got, err := s.Tensor("w")
+		require.NoError(t, err)
+		assert.Equal(t, []byte{7, 8}, got.Data)
+		shard, err := s.Shard("w")
+		require.NoError(t, err)
+		assert.Equal(t, file, shard)
+		h, err := s.Header(file)
+		require.NoError(t, err)
+		assert.Len(t, h.Tensors, 1)
+		all, err := s.Tensors()
+		require.NoError(t, err)
+		assert.Len(t, all, 1)
+		_, err = s.Tensor("missing")
+		assert.True(t, errors.Is(err, ErrTensorNotFound), "%v", err)
+		_, err = s.Shard("missing")
+		assert.True(t, errors.Is(err, ErrTensorNotFound), "%v", err)
+		assert.NoError(t, s.Prefetch("w"))
+		assert.True(t, errors.Is(s.Prefetch("missing"), ErrTensorNotFound))
+		require.NoError(t, s.Close())
+		_, err = s.Tensor("w")
+		assert.True(t, errors.Is(err, ErrClosed), "%v", err)
+	}
+
+	t.Run("model.safetensors", func(t *testing.T) {
+		dir := t.TempDir()
+		write(t, dir, "model.safetensors")
+		s, err := OpenIndex(dir)
+		require.NoError(t, err)
+		single(t, s, "model.safetensors")
+		s, err = OpenIndex(filepath.Join(dir, "model.safetensors"), Strict(), ReadAll())
+		require.NoError(t, err)
+		single(t, s, "model.safetensors")
+	})
+	t.Run("model.safetensors before the index", func(t *testing.T) {
+		dir := writeFixture(t, fx)
+		write(t, dir, "model.safetensors")
+		s, err := OpenIndex(dir)
+		require.NoError(t, err)
+		single(t, s, "model.safetensors")
+		s, err = OpenIndex(filepath.Join(dir, "model.safetensors.index.json"))
+		require.NoError(t, err, "the index given by name")
+		assert.Len(t, s.Shards(), 7)
+		require.NoError(t, s.Close())
+	})
+	t.Run("model's index before others", func(t *testing.T) {
+		dir := writeFixture(t, fx)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "other.safetensors.index.json"), []byte("not JSON"), 0o644))
+		write(t, dir, "adapter_model.safetensors")
+		s, err := OpenIndex(dir)
+		require.NoError(t, err)
+		assert.Len(t, s.Shards(), 7)
+		require.NoError(t, s.Close())
+	})
+	t.Run("one other index", func(t *testing.T) {
+		dir := writeFixture(t, fx)
+		require.NoError(t, os.Rename(filepath.Join(dir, "model.safetensors.index.json"), filepath.Join(dir, "diffusion_pytorch_model.safetensors.index.json")))
+		s, err := OpenIndex(dir)
+		require.NoError(t, err)
+		assert.Len(t, s.Shards(), 7)
+		require.NoError(t, s.Close())
+	})
+	t.Run("one other file", func(t *testing.T) {
+		dir := t.TempDir()
+		write(t, dir, "adapter_model.safetensors")
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "adapter_config.json"), []byte("{}"), 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, ".hidden.safetensors"), nil, 0o644))
+		s, err := OpenIndex(dir)
+		require.NoError(t, err)
+		single(t, s, "adapter_model.safetensors")
+	})
+	t.Run("ambiguous", func(t *testing.T) {
+		dir := t.TempDir()
+		write(t, dir, "a.safetensors")
+		write(t, dir, "b.safetensors")
+		_, err := OpenIndex(dir)
+		assert.True(t, errors.Is(err, ErrInvalidIndex), "%v", err)
+		assert.Contains(t, err.Error(), "2 files named *.safetensors")
+	})
+	t.Run("nothing", func(t *testing.T) {
+		dir := t.TempDir()
+		require.NoError(t, os.Mkdir(filepath.Join(dir, "model.safetensors"), 0o755)) // not a file
+		_, err := OpenIndex(dir)
+		assert.True(t, errors.Is(err, ErrInvalidIndex), "%v", err)
+		assert.Contains(t, err.Error(), "no model.safetensors, model.safetensors.index.json")
+	})
+	t.Run("invalid single file", func(t *testing.T) {
+		dir := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "model.safetensors"), []byte("<html>"), 0o644))
+		_, err := OpenIndex(dir)
+		assert.True(t, errors.Is(err, ErrHeaderTooSmall), "%v", err)
+		assert.Contains(t, err.Error(), "model.safetensors")
+	})
 }
