@@ -2,6 +2,7 @@ package safetensors_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -584,6 +585,44 @@ func ExampleNewSharded() {
 	fmt.Println(ckpt.Shards(), ckpt.Metadata(), b.Data)
 	// Output:
 	// [model-00001-of-00002.safetensors model-00002-of-00002.safetensors] map[total_parameters:5 total_size:5] [4 5]
+}
+
+// A Loader reads a checkpoint with several goroutines into memory it
+// reuses, and hands each tensor over once its bytes have arrived.
+func ExampleLoader_Load() {
+	dir, err := os.MkdirTemp("", "checkpoint")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	var tensors []safetensors.Tensor
+	for i := range 4 {
+		tensors = append(tensors, safetensors.Tensor{
+			Name: fmt.Sprintf("layers.%d.weight", i), DType: safetensors.U8, Shape: []uint64{3}, Data: []byte{byte(i), 1, 2},
+		})
+	}
+	if err := safetensors.WriteSharded(dir, "model", tensors, 6, nil); err != nil {
+		log.Fatal(err)
+	}
+	ckpt, err := safetensors.OpenIndex(dir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ckpt.Close()
+
+	// At most 1 MiB of tensors in memory at once, read around the page
+	// cache.
+	loader := &safetensors.Loader{MemoryLimit: 1 << 20, NoCache: true}
+	sum := 0
+	for t, err := range loader.Load(context.Background(), ckpt) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		sum += int(t.Data[0]) // t.Data is valid until the next iteration
+	}
+	fmt.Println(sum)
+	// Output:
+	// 6
 }
 
 // CreateSharded streams tensors too large for memory into shards, in any
