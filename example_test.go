@@ -625,6 +625,48 @@ func ExampleLoader_Load() {
 	// 6
 }
 
+// Several goroutines summarize parts of one tensor, and Merge combines
+// their statistics.
+func ExampleStats_Merge() {
+	values := make([]float32, 1000)
+	for i := range values {
+		values[i] = float32(i)
+	}
+	t, err := safetensors.TensorFromFloat32s("w", safetensors.F32, []uint64{1000}, values, safetensors.RoundNearestEven)
+	if err != nil {
+		log.Fatal(err)
+	}
+	parts := make([]safetensors.Stats, 4)
+	var wg sync.WaitGroup
+	for i := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			part, err := t.Elements(uint64(i)*250, uint64(i+1)*250)
+			if err != nil {
+				log.Fatal(err)
+			}
+			if parts[i], err = part.Stats(); err != nil {
+				log.Fatal(err)
+			}
+		}()
+	}
+	wg.Wait()
+	var all safetensors.Stats
+	for _, p := range parts {
+		all = all.Merge(p)
+	}
+	fmt.Printf("%d values in [%g, %g], mean %.1f, std %.2f\n", all.Count, all.Min, all.Max, all.Mean, all.StdDev)
+
+	// A part decoded into a reused buffer.
+	buf := make([]float32, 0, 8)
+	buf, err = t.AppendFloat32sRange(buf[:0], 500, 504)
+	fmt.Println(buf, err)
+	// Output:
+	// 1000 values in [0, 999], mean 499.5, std 288.67
+	// [500 501 502 503] <nil>
+}
+
 // CreateSharded streams tensors too large for memory into shards, in any
 // order, and writes the index when all have arrived.
 func ExampleCreateSharded() {
