@@ -326,6 +326,7 @@ func (l *Loader) start(ctx context.Context, files []LoadFile) (*load, error) {
 			return nil, errTooLarge(int64(min(limit, 1<<63-1)))
 		}
 		mem = make([]byte, limit)
+		adviseHugePages(mem)
 	}
 	ld := &load{arena: newArena(mem), chunk: chunk, work: make(chan chunkJob, workers), done: make(chan *tensorJob, workers)}
 	ld.ctx, ld.cancel = context.WithCancel(ctx)

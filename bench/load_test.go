@@ -62,6 +62,18 @@ func preadCeiling(f *os.File, dst []byte, off int64, workers, chunk int) error {
 	return nil
 }
 
+// touched returns n bytes of memory backed by huge pages where the system
+// allows (as the library asks for the memory it reads files into), and
+// touched, so that no page fault is left.
+func touched(n int) []byte {
+	b := make([]byte, n)
+	unix.Madvise(b, unix.MADV_HUGEPAGE) // rounded to whole pages by the kernel or refused: a hint
+	for i := range b {
+		b[i] = 1
+	}
+	return b
+}
+
 // warm reads the whole file through the page cache.
 func warm(b *testing.B, path string) {
 	b.Helper()
@@ -108,14 +120,8 @@ func BenchmarkLoad(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer f.Close()
-	ceilBuf := make([]byte, size)
-	for i := range ceilBuf {
-		ceilBuf[i] = 1
-	}
-	loaderBuf := make([]byte, 512<<20)
-	for i := range loaderBuf {
-		loaderBuf[i] = 1
-	}
+	ceilBuf := touched(size)
+	loaderBuf := touched(512 << 20)
 	workers := loadWorkers()
 	sides := []struct {
 		name string
@@ -198,10 +204,7 @@ func BenchmarkLoadMemoryLimit(b *testing.B) {
 	defer f.Close()
 	// The ceiling reads into a buffer of M bytes, the chunks of each
 	// round of reads reusing it, as the loader reuses its memory.
-	ceilBuf := make([]byte, limit)
-	for i := range ceilBuf {
-		ceilBuf[i] = 1
-	}
+	ceilBuf := touched(limit)
 	workers := loadWorkers()
 	ceiling := func() error {
 		for b := 0; b < size; b += limit {
@@ -286,10 +289,7 @@ func BenchmarkLoadNoCache(b *testing.B) {
 		unix.Fdatasync(int(f.Fd()))
 		unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
 	}
-	ceilBuf := make([]byte, size)
-	for i := range ceilBuf {
-		ceilBuf[i] = 1
-	}
+	ceilBuf := touched(size)
 	workers := loadWorkers()
 	ceiling := func() error { return preadCeiling(f, ceilBuf, off, workers, loadChunk) }
 	var growth, cached, base int64
