@@ -304,9 +304,13 @@ func (l *Loader) start(ctx context.Context, files []LoadFile) (*load, error) {
 	var largest, total uint64
 	for _, f := range files {
 		for _, t := range f.Tensors {
-			size := t.DataOffsets[1] - t.DataOffsets[0]
-			largest = max(largest, size)
-			total += size + blockSize
+			b, e := t.DataOffsets[0], t.DataOffsets[1]
+			if e < b || e > 1<<62 {
+				// Only a LoadFile of the caller's can hold such offsets.
+				return nil, &TensorError{Name: t.Name, Err: fmt.Errorf("%w: %s: offsets [%d, %d)", ErrInvalidOffset, f.Name, b, e)}
+			}
+			largest = max(largest, e-b)
+			total = min(total+e-b+blockSize, 1<<63) // no overflow: each term is below 2^62
 		}
 	}
 	need := largest + blockSize

@@ -172,6 +172,11 @@ func TestLoaderErrors(t *testing.T) {
 	assert.Contains(t, last.Error(), path)
 	assert.Less(t, n, len(tensors)+1)
 
+	bad := []LoadFile{{Name: "custom", Data: files[0].Data, Tensors: []TensorInfo{{Name: "x", DType: U8, Shape: []uint64{1}, DataOffsets: [2]uint64{5, 4}}}}}
+	_, err = first((&Loader{}).Load(context.Background(), sourceFunc(func() ([]LoadFile, error) { return bad, nil })))
+	assert.True(t, errors.Is(err, ErrInvalidOffset), "%v", err)
+	assert.ErrorContains(t, err, `tensor "x": invalid data offsets: custom: offsets [5, 4)`)
+
 	_, err = first((&Loader{Buffer: make([]byte, 300_000+4095)}).Load(context.Background(), r))
 	assert.ErrorContains(t, err, "cannot hold the largest tensor, of 300000 bytes")
 
