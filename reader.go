@@ -1,6 +1,7 @@
 package safetensors
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -146,7 +147,9 @@ func readFullAt(r io.ReaderAt, p []byte, off int64) error {
 // bytes from r when asked for it. The header takes at most two calls of
 // ReadAt: one for the first 64 KiB, which hold the whole header of most
 // files, and one for the rest of a longer one. Tensors read this way are
-// copies in new memory, and remain valid after Close.
+// copies in new memory, and remain valid after Close; since their sizes come
+// from the source, Tensor allocates at most MaxTensorAlloc bytes for one,
+// and TensorReader streams larger ones.
 //
 // r may be any random-access source: an *os.File, an in-memory
 // *bytes.Reader, or an HTTP object read with range requests (see
@@ -281,8 +284,9 @@ func (r *Reader) Metadata() map[string]string { return maps.Clone(r.h.Metadata) 
 
 // Tensor returns the named tensor. From Open and NewReader its Data is a
 // slice of the Reader's memory, read-only; from NewReaderAt it is read from
-// the source into new memory. An unknown name gives a *TensorError wrapping
-// ErrTensorNotFound.
+// the source into new memory, of at most MaxTensorAlloc bytes: a larger
+// tensor gives an error wrapping ErrTensorTooLarge, and TensorReader reads
+// it. An unknown name gives a *TensorError wrapping ErrTensorNotFound.
 func (r *Reader) Tensor(name string) (Tensor, error) {
 	if r.closed.Load() {
 		return Tensor{}, ErrClosed
@@ -327,14 +331,70 @@ func (r *Reader) tensor(i int) (Tensor, error) {
 		out.Data = r.data[b:e:e]
 		return out, nil
 	}
-	if e-b > uint64(maxInt) {
-		return Tensor{}, &TensorError{Name: t.Name, Err: errTooLarge(int64(e - b))}
+	if e-b > MaxTensorAlloc || e-b > maxInt {
+		return Tensor{}, tensorErrorf(t.Name, ErrTensorTooLarge, "%d bytes, more than the %d that Tensor allocates for a tensor read through NewReaderAt; read it with TensorReader", e-b, min(uint64(MaxTensorAlloc), maxInt))
 	}
 	out.Data = make([]byte, e-b)
 	if err := readFullAt(r.ra, out.Data, r.base+int64(b)); err != nil {
 		return Tensor{}, &TensorError{Name: t.Name, Err: err}
 	}
 	return out, nil
+}
+
+// MaxTensorAlloc bounds the memory that Tensor and Tensors of a Reader from
+// NewReaderAt allocate for one tensor, whose size the source's header
+// declares: a header that claims a tensor of a terabyte must not make the
+// program allocate a terabyte. 4 GiB holds the largest tensor of every
+// published dense model (the 4.2 GB embedding of Llama 3.1 405B in BF16).
+// A larger tensor gives an error wrapping ErrTensorTooLarge; read it with
+// TensorReader, into memory of the caller's choosing, in pieces. Readers
+// from Open and NewReader allocate nothing for a tensor.
+const MaxTensorAlloc = 4 << 30
+
+// ErrTensorTooLarge is returned by Tensor and Tensors of a Reader from
+// NewReaderAt for a tensor larger than MaxTensorAlloc, or larger than this
+// platform's memory can address; TensorReader reads it.
+var ErrTensorTooLarge = errors.New("safetensors: tensor too large to read into memory at once")
+
+// TensorReader returns a reader of the named tensor's bytes: an
+// io.SectionReader over the file's data section, which allocates nothing
+// and reads from the source only when read, for tensors too large to hold
+// in memory at once (see MaxTensorAlloc) or to copy into memory the caller
+// provides. It works for every Reader, whatever made it; the tensor's dtype
+// and shape are in Header. The SectionReader may be used concurrently with
+// other reads of the Reader, but not after Close: it then returns
+// ErrClosed. An unknown name gives a *TensorError wrapping
+// ErrTensorNotFound.
+func (r *Reader) TensorReader(name string) (*io.SectionReader, error) {
+	if r.closed.Load() {
+		return nil, ErrClosed
+	}
+	i := r.h.index.find(r.h.Tensors, name)
+	if i < 0 {
+		return nil, &TensorError{Name: name, Err: ErrTensorNotFound}
+	}
+	t := &r.h.Tensors[i]
+	// The header's validation bounds both offsets by the source's size,
+	// an int64, so neither conversion overflows.
+	b, n := int64(t.DataOffsets[0]), int64(t.DataOffsets[1]-t.DataOffsets[0])
+	if r.ra == nil {
+		return io.NewSectionReader(closedCheck{r, bytes.NewReader(r.data)}, b, n), nil
+	}
+	return io.NewSectionReader(closedCheck{r, r.ra}, r.base+b, n), nil
+}
+
+// closedCheck is an io.ReaderAt that fails with ErrClosed once its Reader
+// is closed, rather than touch memory that Close unmapped.
+type closedCheck struct {
+	r  *Reader
+	ra io.ReaderAt
+}
+
+func (c closedCheck) ReadAt(p []byte, off int64) (int, error) {
+	if c.r.closed.Load() {
+		return 0, ErrClosed
+	}
+	return c.ra.ReadAt(p, off)
 }
 
 // maxInt is the largest int, as a uint64.
