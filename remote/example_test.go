@@ -2,6 +2,7 @@ package remote_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"log"
 	"net/http"
@@ -71,5 +72,39 @@ func ExampleStat() {
 	}
 	defer r.Close()
 	fmt.Printf("%d bytes, %d tensor, %d requests\n", f.Size(), len(r.Names()), f.Requests())
-	// Output: 65 bytes, 1 tensor, 2 requests
+	// Output: 65 bytes, 1 tensor, 1 requests
+}
+
+// Gated and private repositories of the Hugging Face Hub want the user's
+// token (HF_TOKEN in the Hugging Face tools) as a bearer token; the URL of a
+// file is https://huggingface.co/{repo}/resolve/{revision}/{file}. Here a
+// local server stands for the Hub.
+func ExampleHeader() {
+	var file bytes.Buffer
+	if err := safetensors.Write(&file, []safetensors.Tensor{{Name: "x", DType: safetensors.U8, Shape: []uint64{1}, Data: []byte{7}}}, nil); err != nil {
+		log.Fatal(err)
+	}
+	hub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer hf_example" {
+			http.Error(w, "Access to model org/gated is restricted.", http.StatusUnauthorized)
+			return
+		}
+		http.ServeContent(w, r, "model.safetensors", time.Time{}, bytes.NewReader(file.Bytes()))
+	}))
+	defer hub.Close()
+	url := hub.URL + "/org/gated/resolve/main/model.safetensors"
+
+	token := "hf_example" // os.Getenv("HF_TOKEN")
+	r, err := remote.OpenContext(context.Background(), nil, url, remote.Header("Authorization", "Bearer "+token))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer r.Close()
+	fmt.Println(r.Names())
+
+	_, err = remote.Open(nil, url) // without the token
+	fmt.Println(err != nil)
+	// Output:
+	// [x]
+	// true
 }
