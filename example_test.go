@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log"
 	"math"
 	"os"
@@ -525,6 +526,7 @@ func ExampleOpenIndex() {
 	// Output:
 	// {
 	//   "metadata": {
+	//     "total_parameters": 192,
 	//     "total_size": 768
 	//   },
 	//   "weight_map": {
@@ -534,6 +536,54 @@ func ExampleOpenIndex() {
 	//   }
 	// }
 	// [layers.0.weight layers.1.weight layers.2.weight] model-00002-of-00002.safetensors
+}
+
+// NewSharded opens a checkpoint whose files are not in a local directory:
+// here held in memory, elsewhere on an HTTP server (shards opened with
+// NewReaderAt). It calls the function given once for each shard.
+func ExampleNewSharded() {
+	dir, err := os.MkdirTemp("", "checkpoint")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	tensors := []safetensors.Tensor{
+		{Name: "a", DType: safetensors.U8, Shape: []uint64{3}, Data: []byte{1, 2, 3}},
+		{Name: "b", DType: safetensors.U8, Shape: []uint64{2}, Data: []byte{4, 5}},
+	}
+	if err := safetensors.WriteSharded(dir, "model", tensors, 3, nil); err != nil {
+		log.Fatal(err)
+	}
+	files := make(map[string][]byte)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, e := range entries {
+		if files[e.Name()], err = os.ReadFile(filepath.Join(dir, e.Name())); err != nil {
+			log.Fatal(err)
+		}
+	}
+
+	ckpt, err := safetensors.NewSharded("mem:model.safetensors.index.json", files["model.safetensors.index.json"],
+		func(shard string) (*safetensors.Reader, error) {
+			data, ok := files[shard]
+			if !ok {
+				return nil, fs.ErrNotExist
+			}
+			return safetensors.NewReader(data)
+		})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ckpt.Close()
+	b, err := ckpt.Tensor("b")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(ckpt.Shards(), ckpt.Metadata(), b.Data)
+	// Output:
+	// [model-00001-of-00002.safetensors model-00002-of-00002.safetensors] map[total_parameters:5 total_size:5] [4 5]
 }
 
 // CreateSharded streams tensors too large for memory into shards, in any

@@ -8,11 +8,13 @@ import (
 	"io"
 	"maps"
 	"math"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 var (
@@ -40,28 +42,41 @@ const IndexSuffix = ".safetensors.index.json"
 // index, model.safetensors.index.json, that maps each tensor to its shard.
 // It reads the tensors of all shards as one Reader reads those of one file.
 // Like a Reader, it is safe for concurrent use, except for Close.
+//
+// A Sharded may also be a single file, as OpenIndex opens a model that
+// fits in one: then it has one shard, and reads as that file's Reader does.
 type Sharded struct {
-	index    string         // the index file's path
-	metadata map[string]any // the index's "metadata"
-	files    []string       // the shards' file names, sorted
-	shards   []*Reader      // parallel to files
-	where    map[string]int // tensor name → index in shards
-	names    []string       // sorted
+	index     string            // what errors call the index: its path or URL (the file's, for a single file)
+	metadata  map[string]string // the index's "metadata" (the file's, for a single file); nil if none
+	totalSize json.RawMessage   // the metadata's total_size, or nil
+	files     []string          // the shards' file names, sorted
+	shards    []*Reader         // parallel to files
+	where     map[string]int    // tensor name → index in shards; nil for a single file
+	names     []string          // sorted; nil for a single file
 }
 
-// OpenIndex opens the sharded checkpoint whose index file is at path, or,
-// if path is a directory, whose index is the one file in it named
-// *.safetensors.index.json.
+// OpenIndex opens a model's checkpoint as transformers finds it: path is a
+// sharded checkpoint's index file (any name ending in .json), a single
+// safetensors file, or a directory. In a directory it looks, as
+// transformers' from_pretrained does, for model.safetensors first and then
+// for model.safetensors.index.json; failing both, for the one index named
+// *.safetensors.index.json in it, and failing that for the one
+// *.safetensors file (such as adapter_model.safetensors or
+// diffusion_pytorch_model.safetensors). More than one candidate is an
+// error wrapping ErrInvalidIndex, since which to choose is not known.
+// (transformers also reads a file name given by config.json's
+// "transformers_weights", and names with a variant, such as
+// model.fp16.safetensors; give OpenIndex such a file's path.)
 //
-// It opens every shard at once with Open, since checking the checkpoint
-// needs every shard's header and Open costs no more than that: the data is
-// mapped, not read. It checks that the index is well formed, that every
-// shard it names is a valid safetensors file inside the index's directory
-// (no "..", no absolute path, no symbolic link leading out), that each
-// tensor is in the shard the index names and in no other, and that the
-// total_size in the index's metadata, when present, is the sum of the
-// tensors' sizes. Errors wrap ErrInvalidIndex, and what a shard's Open
-// returned; they name the files and tensors involved.
+// A single file opens with Open, and gives a Sharded of one shard whose
+// Metadata is the file's: it costs what Open costs, plus a look at the
+// directory. A sharded checkpoint opens every shard at once with Open,
+// since checking the checkpoint needs every shard's header and Open costs
+// no more than that: the data is mapped, not read. It checks what
+// NewSharded checks, and that every shard is inside the index's directory
+// (no "..", no absolute path, no symbolic link leading out). Errors wrap
+// ErrInvalidIndex, and what a shard's Open returned; they name the files
+// and tensors involved.
 //
 // A tensor that a shard holds but the index does not list is not readable
 // through the Sharded (loaders ignore it), and makes OpenIndex return an
@@ -74,16 +89,154 @@ func OpenIndex(path string, opts ...ReadOption) (*Sharded, error) {
 	if err != nil {
 		return nil, err
 	}
-	path, err = findIndex(path)
+	path, isIndex, err := findCheckpoint(path)
 	if err != nil {
 		return nil, err
 	}
-	s := &Sharded{index: path}
-	weightMap, err := s.readIndex()
+	if !isIndex {
+		return openSingle(path, cfg)
+	}
+	data, err := readIndexFile(path)
 	if err != nil {
 		return nil, err
 	}
-	unlisted, err := s.openShards(weightMap, cfg)
+	root, err := os.OpenRoot(filepath.Dir(path))
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	return NewSharded(path, data, func(shard string) (*Reader, error) {
+		return openShard(root, shard, cfg)
+	})
+}
+
+// openSingle opens the safetensors file at path as a Sharded of one shard.
+func openSingle(path string, cfg *readConfig) (*Sharded, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	r, err := openFile(f, path, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Sharded{
+		index:    path,
+		metadata: r.h.Metadata,
+		files:    []string{filepath.Base(path)},
+		shards:   []*Reader{r},
+	}, nil
+}
+
+// Names of the files that transformers looks for in a model's directory, in
+// its order.
+const (
+	modelFile  = "model.safetensors"
+	modelIndex = "model" + IndexSuffix
+)
+
+// findCheckpoint returns the file that OpenIndex opens for path, and
+// whether it is an index.
+func findCheckpoint(path string) (file string, isIndex bool, err error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return "", false, err
+	}
+	if !info.IsDir() {
+		return path, strings.HasSuffix(path, ".json"), nil
+	}
+	for _, c := range []struct {
+		name    string
+		isIndex bool
+	}{{modelFile, false}, {modelIndex, true}} {
+		file := filepath.Join(path, c.name)
+		if info, err := os.Stat(file); err == nil && info.Mode().IsRegular() {
+			return file, c.isIndex, nil
+		}
+	}
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		return "", false, err
+	}
+	var indexes, files []string
+	for _, e := range entries {
+		switch name := e.Name(); {
+		case e.IsDir():
+		case strings.HasSuffix(name, IndexSuffix):
+			indexes = append(indexes, name)
+		case strings.HasSuffix(name, ".safetensors") && !strings.HasPrefix(name, "."):
+			files = append(files, name)
+		}
+	}
+	switch {
+	case len(indexes) == 1:
+		return filepath.Join(path, indexes[0]), true, nil
+	case len(indexes) > 1:
+		return "", false, fmt.Errorf("%w: %s: %d files named *%s (%s), want one", ErrInvalidIndex, path, len(indexes), IndexSuffix, strings.Join(indexes, ", "))
+	case len(files) == 1:
+		return filepath.Join(path, files[0]), false, nil
+	case len(files) > 1:
+		return "", false, fmt.Errorf("%w: %s: no %s nor %s, and %d files named *.safetensors, want one", ErrInvalidIndex, path, modelFile, modelIndex, len(files))
+	}
+	return "", false, fmt.Errorf("%w: %s: no %s, %s, nor any *.safetensors file", ErrInvalidIndex, path, modelFile, modelIndex)
+}
+
+// readIndexFile reads the index file at path, of at most maxIndexSize
+// bytes.
+func readIndexFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxIndexSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxIndexSize {
+		return nil, fmt.Errorf("%w: %s: larger than %d bytes", ErrInvalidIndex, path, maxIndexSize)
+	}
+	return data, nil
+}
+
+// maxOpenConcurrency bounds how many shards NewSharded opens at once.
+const maxOpenConcurrency = 8
+
+// NewSharded checks the sharded checkpoint whose index file holds the bytes
+// index, and returns it with every shard open: the index names its shards,
+// and NewSharded calls open once for each, with the shard's file name as
+// the index gives it (such as "model-00001-of-00002.safetensors", relative
+// to the index's directory or URL; never absolute and never with ".."). It
+// calls open for up to eight shards at once, from several goroutines, so
+// that shards on a network are opened in parallel. OpenIndex is NewSharded
+// with open inside the index's directory; a checkpoint elsewhere, such as
+// on an HTTP server, opens its shards with NewReaderAt. name is what errors
+// call the index: its path or URL.
+//
+// NewSharded checks that the index is a JSON object of at most
+// MaxHeaderSize bytes with a "weight_map" of tensor names to file names
+// (no name twice, no file name that leaves the index's directory), that
+// each tensor is in the shard the index names and in no other, and that
+// the total_size in the index's "metadata", when present, is the sum of
+// the tensors' sizes. The index of transformers 5 also gives
+// total_parameters, which NewSharded does not check, since it counts
+// parameters rather than tensors (see CreateSharded), nor needs; indexes
+// without it, as transformers 4 wrote them, are as good. Errors wrap
+// ErrInvalidIndex, and what open returned;
+// they name the index, files and tensors involved. As with OpenIndex, a
+// tensor a shard holds but the index does not list gives a usable Sharded
+// with an error wrapping ErrUnlistedTensor.
+//
+// The Sharded owns the Readers open returned: its Close closes them, and
+// NewSharded closes them itself when it fails.
+func NewSharded(name string, index []byte, open func(shard string) (*Reader, error)) (*Sharded, error) {
+	s := &Sharded{index: name}
+	weightMap, err := s.readIndex(index)
+	if err != nil {
+		return nil, err
+	}
+	unlisted, err := s.openShards(weightMap, open)
 	if err != nil {
 		s.Close()
 		return nil, err
@@ -95,72 +248,26 @@ func OpenIndex(path string, opts ...ReadOption) (*Sharded, error) {
 			more = fmt.Sprintf(" and %d more", len(unlisted)-5)
 			unlisted = unlisted[:5]
 		}
-		return s, fmt.Errorf("%w: %s: %s%s", ErrUnlistedTensor, path, strings.Join(unlisted, ", "), more)
+		return s, fmt.Errorf("%w: %s: %s%s", ErrUnlistedTensor, name, strings.Join(unlisted, ", "), more)
 	}
 	return s, nil
-}
-
-// findIndex returns path if it is a file, or the one index file in it if it
-// is a directory.
-func findIndex(path string) (string, error) {
-	info, err := os.Stat(path)
-	if err != nil {
-		return "", err
-	}
-	if !info.IsDir() {
-		return path, nil
-	}
-	matches, err := filepath.Glob(filepath.Join(globEscape(path), "*"+IndexSuffix))
-	if err != nil {
-		return "", err
-	}
-	if len(matches) != 1 {
-		return "", fmt.Errorf("%w: %s: %d files named *%s, want one", ErrInvalidIndex, path, len(matches), IndexSuffix)
-	}
-	return matches[0], nil
-}
-
-// globEscape escapes the characters of s that filepath.Glob would take as
-// a pattern.
-func globEscape(s string) string {
-	if filepath.Separator == '\\' {
-		return s // Glob has no escapes on Windows, where * ? [ cannot be in names anyway
-	}
-	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`*?[\`, r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }
 
 // maxIndexSize bounds the index file, as MaxHeaderSize bounds a header: an
 // index lists names and file names, well under 100 bytes a tensor.
 const maxIndexSize = MaxHeaderSize
 
-// readIndex reads and checks the index file, sets s.metadata and s.files,
+// readIndex checks the index file's bytes, sets s.metadata and s.files,
 // and returns the weight map.
-func (s *Sharded) readIndex() (map[string]string, error) {
-	f, err := os.Open(s.index)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxIndexSize+1))
-	if err != nil {
-		return nil, err
-	}
+func (s *Sharded) readIndex(data []byte) (map[string]string, error) {
 	if len(data) > maxIndexSize {
 		return nil, s.errorf("larger than %d bytes", maxIndexSize)
 	}
 	var top struct {
-		Metadata  map[string]any  `json:"metadata"`
-		WeightMap json.RawMessage `json:"weight_map"`
+		Metadata  map[string]json.RawMessage `json:"metadata"`
+		WeightMap json.RawMessage            `json:"weight_map"`
 	}
 	d := json.NewDecoder(bytes.NewReader(data))
-	d.UseNumber()
 	if err := d.Decode(&top); err != nil {
 		return nil, s.errorf("%v", err)
 	}
@@ -174,7 +281,13 @@ func (s *Sharded) readIndex() (map[string]string, error) {
 	if err != nil {
 		return nil, s.errorf("weight_map: %v", err)
 	}
-	s.metadata = top.Metadata
+	if top.Metadata != nil {
+		s.metadata = make(map[string]string, len(top.Metadata))
+		for k, raw := range top.Metadata {
+			s.metadata[k] = jsonText(raw)
+		}
+		s.totalSize = top.Metadata["total_size"]
+	}
 	files := make(map[string]bool)
 	for name, file := range weightMap {
 		if !files[file] && !filepath.IsLocal(filepath.FromSlash(file)) {
@@ -212,25 +325,49 @@ func decodeWeightMap(raw json.RawMessage) (map[string]string, error) {
 	return m, nil
 }
 
-// openShards opens the shards through a root at the index's directory, so
-// that no shard path leaves it, and checks them against the weight map. It
-// returns the tensors the shards hold that the index does not list.
-func (s *Sharded) openShards(weightMap map[string]string, cfg *readConfig) (unlisted []string, err error) {
-	root, err := os.OpenRoot(filepath.Dir(s.index))
-	if err != nil {
-		return nil, err
-	}
-	defer root.Close()
-	s.where = make(map[string]int, len(weightMap))
-	for i, file := range s.files {
-		r, err := openShard(root, file, cfg)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %s: shard %s: %w", ErrInvalidIndex, s.index, file, err)
+// openShards opens the shards with open, several at once, and checks them
+// against the weight map. It returns the tensors the shards hold that the
+// index does not list.
+func (s *Sharded) openShards(weightMap map[string]string, open func(string) (*Reader, error)) (unlisted []string, err error) {
+	s.shards = make([]*Reader, len(s.files))
+	errs := make([]error, len(s.files))
+	openOne := func(i int) {
+		r, err := open(s.files[i])
+		if err == nil && r == nil {
+			err = errors.New("no Reader")
 		}
-		s.shards = append(s.shards, r)
+		s.shards[i], errs[i] = r, err
+	}
+	if len(s.files) == 1 {
+		openOne(0)
+	} else {
+		var wg sync.WaitGroup
+		next := make(chan int)
+		for range min(len(s.files), maxOpenConcurrency) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range next {
+					openOne(i)
+				}
+			}()
+		}
+		for i := range s.files {
+			next <- i
+		}
+		close(next)
+		wg.Wait()
+	}
+	for i, err := range errs {
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: shard %s: %w", ErrInvalidIndex, s.index, s.files[i], err)
+		}
+	}
+	s.where = make(map[string]int, len(weightMap))
+	for i, r := range s.shards {
 		for _, t := range r.Header().Tensors {
 			if j, dup := s.where[t.Name]; dup {
-				return nil, s.errorf("tensor %q is in two shards, %s and %s", t.Name, s.files[j], file)
+				return nil, s.errorf("tensor %q is in two shards, %s and %s", t.Name, s.files[j], s.files[i])
 			}
 			s.where[t.Name] = i
 		}
@@ -273,23 +410,12 @@ func openShard(root *os.Root, file string, cfg *readConfig) (*Reader, error) {
 // checkTotalSize checks the metadata's total_size, if any, against the sum
 // of the tensors' sizes.
 func (s *Sharded) checkTotalSize(total uint64) error {
-	v, ok := s.metadata["total_size"]
-	if !ok {
+	if s.totalSize == nil {
 		return nil
 	}
-	n, ok := v.(json.Number)
+	size, ok := jsonCount(s.totalSize)
 	if !ok {
-		return s.errorf("total_size is %v, not a number", v)
-	}
-	// Writers in Python may write a float, such as 1.6e10: take any number
-	// whose value is an exact integer.
-	size, err := strconv.ParseUint(n.String(), 10, 64)
-	if err != nil {
-		f, ferr := n.Float64()
-		if ferr != nil || f < 0 || f >= math.Exp2(64) || f != math.Trunc(f) {
-			return s.errorf("total_size %s is not a byte count", n)
-		}
-		size = uint64(f)
+		return s.errorf("total_size is %s, not a number", s.totalSize)
 	}
 	if size != total {
 		return s.errorf("total_size is %d, but the tensors' sizes add up to %d", size, total)
@@ -297,18 +423,70 @@ func (s *Sharded) checkTotalSize(total uint64) error {
 	return nil
 }
 
+// jsonCount returns the value of raw, a JSON value, if it is a number whose
+// value is an integer from 0 to 2^64-1. Writers in Python may write a
+// float, such as 1.6e10, for an integer.
+func jsonCount(raw json.RawMessage) (uint64, bool) {
+	var n json.Number
+	if len(raw) == 0 || raw[0] == '"' || json.Unmarshal(raw, &n) != nil {
+		return 0, false
+	}
+	if v, err := strconv.ParseUint(n.String(), 10, 64); err == nil {
+		return v, true
+	}
+	f, err := n.Float64()
+	if err != nil || f < 0 || f >= math.Exp2(64) || f != math.Trunc(f) {
+		return 0, false
+	}
+	return uint64(f), true
+}
+
 // errorf returns an error wrapping ErrInvalidIndex that names the index.
 func (s *Sharded) errorf(format string, args ...any) error {
 	return fmt.Errorf("%w: %s: %s", ErrInvalidIndex, s.index, fmt.Sprintf(format, args...))
 }
 
-// Names returns the names of the tensors the index lists, sorted.
-func (s *Sharded) Names() []string { return slices.Clone(s.names) }
+// jsonText returns a JSON value as Sharded.Metadata gives it: a string as
+// it is, anything else as its compact JSON text.
+func jsonText(raw json.RawMessage) string {
+	var str string
+	if len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &str) == nil {
+		return str
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return string(raw) // cannot happen: the decoder checked it
+	}
+	return b.String()
+}
 
-// Metadata returns the index's "metadata" object, with numbers as
-// json.Number: {"total_size": 16060522496} from transformers. It is nil if
-// the index has none.
-func (s *Sharded) Metadata() map[string]any { return maps.Clone(s.metadata) }
+// Names returns the names of the tensors the index lists, sorted.
+func (s *Sharded) Names() []string {
+	if s.where == nil {
+		return s.shards[0].Names()
+	}
+	return slices.Clone(s.names)
+}
+
+// Metadata returns a copy of the index's "metadata" object, as
+// Reader.Metadata returns a file's: string values as they are, and other
+// JSON values as their JSON text, compacted, so that transformers'
+// {"total_parameters": 8030261248, "total_size": 16060522496} gives
+// {"total_parameters": "8030261248", "total_size": "16060522496"}. It is
+// nil if the index has no metadata or null. For a single file, it is the
+// file's metadata, such as {"format": "pt"}.
+func (s *Sharded) Metadata() map[string]string { return maps.Clone(s.metadata) }
+
+// find returns the index in s.shards of the shard that holds the named
+// tensor.
+func (s *Sharded) find(name string) (int, bool) {
+	if s.where == nil {
+		_, ok := s.shards[0].tensorInfo(name)
+		return 0, ok
+	}
+	i, ok := s.where[name]
+	return i, ok
+}
 
 // Shards returns the file names of the shards, as the index gives them,
 // sorted.
@@ -327,7 +505,7 @@ func (s *Sharded) Header(shard string) (*Header, error) {
 
 // Shard returns the file name of the shard that holds the named tensor.
 func (s *Sharded) Shard(name string) (string, error) {
-	i, ok := s.where[name]
+	i, ok := s.find(name)
 	if !ok {
 		return "", tensorErrorf(name, ErrTensorNotFound, "no such tensor in %s", s.index)
 	}
@@ -336,7 +514,7 @@ func (s *Sharded) Shard(name string) (string, error) {
 
 // Tensor returns the named tensor, from its shard; see Reader.Tensor.
 func (s *Sharded) Tensor(name string) (Tensor, error) {
-	i, ok := s.where[name]
+	i, ok := s.find(name)
 	if !ok {
 		return Tensor{}, tensorErrorf(name, ErrTensorNotFound, "no such tensor in %s", s.index)
 	}
@@ -346,6 +524,9 @@ func (s *Sharded) Tensor(name string) (Tensor, error) {
 // Tensors returns every tensor the index lists, shard by shard, each
 // shard's in file order.
 func (s *Sharded) Tensors() ([]Tensor, error) {
+	if s.where == nil {
+		return s.shards[0].Tensors()
+	}
 	out := make([]Tensor, 0, len(s.names))
 	for i, r := range s.shards {
 		for _, info := range r.Header().Tensors {
@@ -366,7 +547,7 @@ func (s *Sharded) Tensors() ([]Tensor, error) {
 // shards; see Reader.Prefetch.
 func (s *Sharded) Prefetch(names ...string) error {
 	for _, name := range names {
-		i, ok := s.where[name]
+		i, ok := s.find(name)
 		if !ok {
 			return tensorErrorf(name, ErrTensorNotFound, "no such tensor in %s", s.index)
 		}
@@ -381,7 +562,9 @@ func (s *Sharded) Prefetch(names ...string) error {
 func (s *Sharded) Close() error {
 	var errs []error
 	for _, r := range s.shards {
-		errs = append(errs, r.Close())
+		if r != nil { // nil for a shard NewSharded failed to open
+			errs = append(errs, r.Close())
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -397,15 +580,23 @@ type ShardedWriter struct {
 }
 
 // CreateSharded starts writing a sharded checkpoint of the tensors specs
-// describes into the directory dir, splitting them as the Hugging Face
+// describes into the directory dir, created as transformers creates it if
+// it does not exist (os.MkdirAll, mode 0777 before the umask), splitting
+// them as the Hugging Face
 // libraries do: in the order given, each shard filled until the next tensor
 // would take it past maxShardSize bytes of tensor data, and a tensor larger
 // than maxShardSize in a shard of its own, placed when it comes. The shards
 // are named base-00001-of-00030.safetensors and so on (base is "model" for
-// transformers), and the index base.safetensors.index.json, with the keys sorted, two-space indents, a
-// trailing newline and {"total_size": N} as metadata, byte for byte as
-// transformers writes it. As in those libraries, tensors that fit in one
-// shard make a single file named base.safetensors, with no index.
+// transformers), and the index base.safetensors.index.json as transformers
+// 5 writes it: keys sorted, two-space indents, a trailing newline, and
+// {"total_parameters": P, "total_size": N} as metadata, N the tensors'
+// bytes and P their elements. transformers' P is model.num_parameters(),
+// which counts parameters, not tensors: the index is byte for byte what
+// transformers writes when every tensor is a parameter, as in most
+// models, but it differs for a model that saves buffers (not counted there)
+// or 4-bit bitsandbytes weights (counted there as twice their bytes).
+// As in those libraries, tensors that fit in one shard make a single file
+// named base.safetensors, with no index.
 //
 // metadata, such as {"format": "pt"}, goes into every shard; the options
 // apply to every shard.
@@ -429,6 +620,13 @@ func CreateSharded(dir, base string, specs []TensorSpec, maxShardSize int64, met
 		return nil, err
 	}
 	groups, total := splitShards(specs, uint64(maxShardSize))
+	params, err := countParameters(specs)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return nil, err
+	}
 	w := &ShardedWriter{dir: dir, base: base, where: make(map[string]int, len(specs))}
 	weightMap := make(map[string]string, len(specs))
 	for i, group := range groups {
@@ -449,7 +647,7 @@ func CreateSharded(dir, base string, specs []TensorSpec, maxShardSize int64, met
 		}
 	}
 	if len(groups) != 1 {
-		w.index = appendIndex(nil, total, weightMap)
+		w.index = appendIndex(nil, params, total, weightMap)
 	}
 	return w, nil
 }
@@ -479,11 +677,31 @@ func splitShards(specs []TensorSpec, maxSize uint64) (shards [][]TensorSpec, tot
 	return shards, total
 }
 
-// appendIndex appends the index file as transformers writes it:
-// json.dumps(index, indent=2, sort_keys=True) followed by a newline.
-func appendIndex(dst []byte, total uint64, weightMap map[string]string) []byte {
-	dst = append(dst, "{\n  \"metadata\": {\n    \"total_size\": "...)
-	dst = strconv.AppendUint(dst, total, 10)
+// countParameters returns the number of elements of the tensors specs
+// describes, which transformers writes as total_parameters.
+func countParameters(specs []TensorSpec) (uint64, error) {
+	var n uint64
+	for _, spec := range specs {
+		elems := uint64(1)
+		for _, d := range spec.Shape {
+			elems *= d // no overflow: checked by planSpecs
+		}
+		var carry uint64
+		if n, carry = bits.Add64(n, elems, 0); carry != 0 {
+			return 0, fmt.Errorf("%sthe tensors have more than 2^64-1 elements in all", prefix)
+		}
+	}
+	return n, nil
+}
+
+// appendIndex appends the index file as transformers 5 writes it:
+// json.dumps(index, indent=2, sort_keys=True) followed by a newline, with
+// {"total_parameters": params, "total_size": size} as metadata.
+func appendIndex(dst []byte, params, size uint64, weightMap map[string]string) []byte {
+	dst = append(dst, "{\n  \"metadata\": {\n    \"total_parameters\": "...)
+	dst = strconv.AppendUint(dst, params, 10)
+	dst = append(dst, ",\n    \"total_size\": "...)
+	dst = strconv.AppendUint(dst, size, 10)
 	dst = append(dst, "\n  },\n  \"weight_map\": {"...)
 	for i, name := range slices.Sorted(maps.Keys(weightMap)) {
 		if i > 0 {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -104,7 +105,7 @@ func TestShardedLikeTransformers(t *testing.T) {
 	s, err := OpenIndex(dir) // the directory, or the index file itself
 	require.NoError(t, err)
 	defer s.Close()
-	assert.Equal(t, map[string]any{"total_size": json.Number("6860")}, s.Metadata())
+	assert.Equal(t, map[string]string{"total_parameters": "2869", "total_size": "6860"}, s.Metadata())
 	assert.Len(t, s.Shards(), 7)
 	var names []string
 	for _, tensor := range fx.tensors {
@@ -222,8 +223,10 @@ func TestCreateShardedFailure(t *testing.T) {
 	}
 	_, err = CreateSharded(t.TempDir(), "model", append(specs, specs[0]), 1000, nil)
 	assert.True(t, errors.Is(err, ErrInvalidHeader), "a name twice: %v", err)
-	_, err = CreateSharded(filepath.Join(t.TempDir(), "missing"), "model", specs, 1000, nil)
-	assert.True(t, errors.Is(err, fs.ErrNotExist), "%v", err)
+	blocker := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(blocker, nil, 0o644))
+	_, err = CreateSharded(filepath.Join(blocker, "dir"), "model", specs, 1000, nil)
+	assert.Error(t, err, "a directory that cannot be created")
 }
 
 // editIndex rewrites the checkpoint's index through edit.
@@ -311,9 +314,10 @@ func TestOpenIndexCorrupted(t *testing.T) {
 			f.WriteString("{}")
 			f.Close()
 		}, []error{ErrInvalidIndex}, "data after"},
-		{"two indexes", func(t *testing.T, dir string) {
-			require.NoError(t, os.WriteFile(filepath.Join(dir, "other.safetensors.index.json"), fx.index, 0o644))
-		}, []error{ErrInvalidIndex}, "2 files named"},
+		{"two indexes, neither model's", func(t *testing.T, dir string) {
+			require.NoError(t, os.Rename(filepath.Join(dir, "model.safetensors.index.json"), filepath.Join(dir, "a.safetensors.index.json")))
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "b.safetensors.index.json"), fx.index, 0o644))
+		}, []error{ErrInvalidIndex}, "2 files named *.safetensors.index.json (a.safetensors.index.json, b.safetensors.index.json)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := writeFixture(t, fx)
@@ -381,7 +385,7 @@ func TestAppendPythonString(t *testing.T) {
 	} {
 		assert.Equal(t, want, string(appendPythonString(nil, s)), "%q", s)
 	}
-	assert.Equal(t, "{\n  \"metadata\": {\n    \"total_size\": 0\n  },\n  \"weight_map\": {}\n}\n", string(appendIndex(nil, 0, nil)))
+	assert.Equal(t, "{\n  \"metadata\": {\n    \"total_parameters\": 0,\n    \"total_size\": 0\n  },\n  \"weight_map\": {}\n}\n", string(appendIndex(nil, 0, 0, nil)))
 }
 
 // TestSplitShards checks the split rule on the example of huggingface_hub's
@@ -405,4 +409,225 @@ func TestSplitShards(t *testing.T) {
 	}
 	assert.Equal(t, [][]string{{"layer_1"}, {"layer_3"}, {"layer_2"}, {"layer_4", "layer_5"}}, got)
 	assert.Equal(t, uint64(50), total)
+}
+
+// TestNewSharded opens the fixture's checkpoint from memory, as a remote
+// checkpoint is opened: the shards through a function, the index by a
+// name that errors give.
+func TestNewSharded(t *testing.T) {
+	fx := loadShardedFixture(t)
+	dir := writeFixture(t, fx)
+	files := make(map[string][]byte)
+	for file := range fx.shards {
+		data, err := os.ReadFile(filepath.Join(dir, file))
+		require.NoError(t, err)
+		files[file] = data
+	}
+	var mu sync.Mutex
+	var asked []string
+	open := func(shard string) (*Reader, error) {
+		mu.Lock()
+		asked = append(asked, shard)
+		mu.Unlock()
+		data, ok := files[shard]
+		if !ok {
+			return nil, fs.ErrNotExist
+		}
+		return NewReader(data)
+	}
+	const name = "https://example.com/m/model.safetensors.index.json"
+	s, err := NewSharded(name, fx.index, open)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, slices.Collect(maps.Keys(fx.shards)), asked, "each shard opened once")
+	assert.Equal(t, map[string]string{"total_parameters": "2869", "total_size": "6860"}, s.Metadata())
+	for _, tensor := range fx.tensors {
+		got, err := s.Tensor(tensor.Name)
+		require.NoError(t, err)
+		assert.Equal(t, tensor.Data, got.Data, tensor.Name)
+	}
+	require.NoError(t, s.Close())
+
+	// The index transformers 4 wrote, with no total_parameters; and
+	// total_parameters, which counts parameters rather than tensor
+	// elements, is not checked.
+	for _, params := range []string{``, `"total_parameters": 1, `, `"total_parameters": "many", `} {
+		index := bytes.Replace(fx.index, []byte(`"total_parameters": 2869,`), []byte(params), 1)
+		s, err := NewSharded(name, index, open)
+		require.NoError(t, err, params)
+		assert.Len(t, s.Names(), len(fx.tensors))
+		assert.Equal(t, "6860", s.Metadata()["total_size"])
+		require.NoError(t, s.Close())
+	}
+
+	delete(files, "model-00003-of-00007.safetensors")
+	_, err = NewSharded(name, fx.index, open)
+	assert.True(t, errors.Is(err, ErrInvalidIndex), "%v", err)
+	assert.True(t, errors.Is(err, fs.ErrNotExist), "%v", err)
+	assert.Contains(t, err.Error(), name+": shard model-00003-of-00007.safetensors")
+
+	_, err = NewSharded(name, []byte(`{"weight_map": {"a": "x.safetensors"}}`), func(string) (*Reader, error) { return nil, nil })
+	assert.True(t, errors.Is(err, ErrInvalidIndex), "an open that returns nothing: %v", err)
+	_, err = NewSharded(name, []byte(`[]`), open)
+	assert.True(t, errors.Is(err, ErrInvalidIndex), "%v", err)
+	assert.Contains(t, err.Error(), name)
+}
+
+// TestShardedMetadata reads an index's metadata of every JSON kind as
+// strings, as a file's metadata reads.
+func TestShardedMetadata(t *testing.T) {
+	for _, tc := range []struct {
+		metadata string
+		want     map[string]string
+	}{
+		{`{"total_parameters": 1234, "total_size": 0}`, map[string]string{"total_parameters": "1234", "total_size": "0"}},
+		{`{"format": "pt", "é\n": "a\"b", "f": 1.5e3, "neg": -0}`, map[string]string{"format": "pt", "é\n": `a"b`, "f": "1.5e3", "neg": "-0"}},
+		{`{"nested": {"a": [1, 2, {"b": null}]}, "t": true, "n": null, "s": ""}`,
+			map[string]string{"nested": `{"a":[1,2,{"b":null}]}`, "t": "true", "n": "null", "s": ""}},
+		{`{}`, map[string]string{}},
+		{`null`, nil},
+	} {
+		index := []byte(`{"metadata": ` + tc.metadata + `, "weight_map": {}}`)
+		s, err := NewSharded("index.json", index, nil)
+		require.NoError(t, err, tc.metadata)
+		assert.Equal(t, tc.want, s.Metadata(), tc.metadata)
+	}
+	s, err := NewSharded("index.json", []byte(`{"weight_map": {}}`), nil)
+	require.NoError(t, err)
+	assert.Nil(t, s.Metadata(), "no metadata")
+	_, err = NewSharded("index.json", []byte(`{"metadata": [], "weight_map": {}}`), nil)
+	assert.True(t, errors.Is(err, ErrInvalidIndex), "metadata not an object: %v", err)
+}
+
+// TestCreateShardedMkdir writes into a directory that does not exist yet,
+// as transformers' save_pretrained does.
+func TestCreateShardedMkdir(t *testing.T) {
+	fx := loadShardedFixture(t)
+	dir := filepath.Join(t.TempDir(), "new", "model")
+	require.NoError(t, WriteSharded(dir, "model", fx.tensors, fx.maxSize, nil))
+	info, err := os.Stat(dir)
+	require.NoError(t, err)
+	if runtime.GOOS != "windows" {
+		assert.Zero(t, info.Mode().Perm()&^0o777, "mode %v", info.Mode())
+		assert.NotZero(t, info.Mode().Perm()&0o700, "mode %v", info.Mode())
+	}
+	s, err := OpenIndex(dir)
+	require.NoError(t, err)
+	assert.Len(t, s.Names(), len(fx.tensors))
+	require.NoError(t, s.Close())
+
+	// Invalid tensors create nothing.
+	dir = filepath.Join(t.TempDir(), "never")
+	_, err = CreateSharded(dir, "model", []TensorSpec{{Name: "a", DType: F32, Shape: []uint64{1}}, {Name: "a", DType: F32, Shape: []uint64{1}}}, 1000, nil)
+	assert.Error(t, err)
+	_, err = os.Stat(dir)
+	assert.True(t, errors.Is(err, fs.ErrNotExist), "%v", err)
+}
+
+// TestOpenIndexFinds opens models laid out in every way OpenIndex accepts,
+// and refuses directories where the model's file is ambiguous.
+func TestOpenIndexFinds(t *testing.T) {
+	fx := loadShardedFixture(t)
+	one := []Tensor{{Name: "w", DType: U8, Shape: []uint64{2}, Data: []byte{7, 8}}}
+	write := func(t *testing.T, dir, file string) {
+		t.Helper()
+		require.NoError(t, WriteFile(filepath.Join(dir, file), one, map[string]string{"format": "pt", "file": file}))
+	}
+	// single checks that s is the single file named file.
+	single := func(t *testing.T, s *Sharded, file string) {
+		t.Helper()
+		assert.Equal(t, []string{file}, s.Shards())
+		assert.Equal(t, map[string]string{"format": "pt", "file": file}, s.Metadata())
+		assert.Equal(t, []string{"w"}, s.Names())
+		got, err := s.Tensor("w")
+		require.NoError(t, err)
+		assert.Equal(t, []byte{7, 8}, got.Data)
+		shard, err := s.Shard("w")
+		require.NoError(t, err)
+		assert.Equal(t, file, shard)
+		h, err := s.Header(file)
+		require.NoError(t, err)
+		assert.Len(t, h.Tensors, 1)
+		all, err := s.Tensors()
+		require.NoError(t, err)
+		assert.Len(t, all, 1)
+		_, err = s.Tensor("missing")
+		assert.True(t, errors.Is(err, ErrTensorNotFound), "%v", err)
+		_, err = s.Shard("missing")
+		assert.True(t, errors.Is(err, ErrTensorNotFound), "%v", err)
+		assert.NoError(t, s.Prefetch("w"))
+		assert.True(t, errors.Is(s.Prefetch("missing"), ErrTensorNotFound))
+		require.NoError(t, s.Close())
+		_, err = s.Tensor("w")
+		assert.True(t, errors.Is(err, ErrClosed), "%v", err)
+	}
+
+	t.Run("model.safetensors", func(t *testing.T) {
+		dir := t.TempDir()
+		write(t, dir, "model.safetensors")
+		s, err := OpenIndex(dir)
+		require.NoError(t, err)
+		single(t, s, "model.safetensors")
+		s, err = OpenIndex(filepath.Join(dir, "model.safetensors"), Strict(), ReadAll())
+		require.NoError(t, err)
+		single(t, s, "model.safetensors")
+	})
+	t.Run("model.safetensors before the index", func(t *testing.T) {
+		dir := writeFixture(t, fx)
+		write(t, dir, "model.safetensors")
+		s, err := OpenIndex(dir)
+		require.NoError(t, err)
+		single(t, s, "model.safetensors")
+		s, err = OpenIndex(filepath.Join(dir, "model.safetensors.index.json"))
+		require.NoError(t, err, "the index given by name")
+		assert.Len(t, s.Shards(), 7)
+		require.NoError(t, s.Close())
+	})
+	t.Run("model's index before others", func(t *testing.T) {
+		dir := writeFixture(t, fx)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "other.safetensors.index.json"), []byte("not JSON"), 0o644))
+		write(t, dir, "adapter_model.safetensors")
+		s, err := OpenIndex(dir)
+		require.NoError(t, err)
+		assert.Len(t, s.Shards(), 7)
+		require.NoError(t, s.Close())
+	})
+	t.Run("one other index", func(t *testing.T) {
+		dir := writeFixture(t, fx)
+		require.NoError(t, os.Rename(filepath.Join(dir, "model.safetensors.index.json"), filepath.Join(dir, "diffusion_pytorch_model.safetensors.index.json")))
+		s, err := OpenIndex(dir)
+		require.NoError(t, err)
+		assert.Len(t, s.Shards(), 7)
+		require.NoError(t, s.Close())
+	})
+	t.Run("one other file", func(t *testing.T) {
+		dir := t.TempDir()
+		write(t, dir, "adapter_model.safetensors")
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "adapter_config.json"), []byte("{}"), 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, ".hidden.safetensors"), nil, 0o644))
+		s, err := OpenIndex(dir)
+		require.NoError(t, err)
+		single(t, s, "adapter_model.safetensors")
+	})
+	t.Run("ambiguous", func(t *testing.T) {
+		dir := t.TempDir()
+		write(t, dir, "a.safetensors")
+		write(t, dir, "b.safetensors")
+		_, err := OpenIndex(dir)
+		assert.True(t, errors.Is(err, ErrInvalidIndex), "%v", err)
+		assert.Contains(t, err.Error(), "2 files named *.safetensors")
+	})
+	t.Run("nothing", func(t *testing.T) {
+		dir := t.TempDir()
+		require.NoError(t, os.Mkdir(filepath.Join(dir, "model.safetensors"), 0o755)) // not a file
+		_, err := OpenIndex(dir)
+		assert.True(t, errors.Is(err, ErrInvalidIndex), "%v", err)
+		assert.Contains(t, err.Error(), "no model.safetensors, model.safetensors.index.json")
+	})
+	t.Run("invalid single file", func(t *testing.T) {
+		dir := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "model.safetensors"), []byte("<html>"), 0o644))
+		_, err := OpenIndex(dir)
+		assert.True(t, errors.Is(err, ErrHeaderTooSmall), "%v", err)
+		assert.Contains(t, err.Error(), "model.safetensors")
+	})
 }

@@ -149,7 +149,7 @@ type summary struct {
 	File        string          `json:"file"`
 	HeaderBytes uint64          `json:"header_bytes"` // N, after the 8-byte length; all shards' for a checkpoint
 	DataBytes   uint64          `json:"data_bytes"`
-	Metadata    map[string]any  `json:"metadata"` // strings for a file; JSON values for a checkpoint's index
+	Metadata    map[string]any  `json:"metadata"` // strings, for a file or a checkpoint's index
 	Shards      []shardSummary  `json:"shards,omitempty"`
 	Tensors     []tensorSummary `json:"tensors"`
 	Totals      totals          `json:"totals"`
@@ -207,7 +207,13 @@ func summarize(file string, h *safetensors.Header) summary {
 // summarizeSharded summarizes a checkpoint: its shards, and the tensors the
 // index lists, shard by shard.
 func summarizeSharded(file string, sh *safetensors.Sharded) summary {
-	s := summary{File: file, Metadata: sh.Metadata(), Totals: totals{ByDType: map[string]count{}}}
+	s := summary{File: file, Totals: totals{ByDType: map[string]count{}}}
+	if md := sh.Metadata(); md != nil {
+		s.Metadata = make(map[string]any, len(md))
+		for k, v := range md {
+			s.Metadata[k] = v
+		}
+	}
 	listed := make(map[string]bool)
 	for _, name := range sh.Names() {
 		listed[name] = true

@@ -193,7 +193,7 @@ func TestInspectSharded(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(stdout), &s))
 	assert.Len(t, s.Shards, 4)
 	assert.Equal(t, 39, s.Totals.Tensors)
-	assert.Equal(t, map[string]any{"total_size": float64(1001728)}, s.Metadata)
+	assert.Equal(t, map[string]any{"total_parameters": "250432", "total_size": "1001728"}, s.Metadata)
 	for _, ts := range s.Tensors {
 		assert.Regexp(t, `^model-0000[1-4]-of-00004.safetensors$`, ts.Shard)
 	}
@@ -356,7 +356,7 @@ func TestValidate(t *testing.T) {
 
 	status, stdout, _ = runCmd("validate", "no-such-file.safetensors", t.TempDir())
 	assert.Equal(t, exitFail, status)
-	assert.Regexp(t, `^no-such-file.safetensors: error: .*\n.*: invalid: .*0 files named \*\.safetensors\.index\.json`, stdout)
+	assert.Regexp(t, `^no-such-file.safetensors: error: .*\n.*: invalid: .*no model\.safetensors, model\.safetensors\.index\.json, nor any \*\.safetensors file`, stdout)
 }
 
 // TestValidateCorpus checks that validate gives the reference's verdict on
@@ -523,4 +523,39 @@ func TestProgressBar(t *testing.T) {
 	require.NoError(t, err)
 	defer f.Close()
 	assert.Nil(t, newProgress(f, "x"), "a regular file")
+}
+
+// TestModelDirectory runs inspect, validate and stats on a model's
+// directory as transformers writes it: one model.safetensors, or shards
+// and an index.
+func TestModelDirectory(t *testing.T) {
+	src, err := safetensors.Open(tinyModel)
+	require.NoError(t, err)
+	tensors, err := src.Tensors()
+	require.NoError(t, err)
+	defer src.Close()
+	single, sharded := t.TempDir(), t.TempDir()
+	require.NoError(t, safetensors.WriteSharded(single, "model", tensors, 1<<30, nil))
+	require.NoError(t, safetensors.WriteSharded(sharded, "model", tensors, 300_000, nil))
+
+	_, want, _ := runCmd("stats", tinyModel, "model.norm.weight", "lm_head.weight")
+	for _, dir := range []string{single, sharded} {
+		status, stdout, stderr := runCmd("inspect", dir)
+		assert.Equal(t, exitOK, status, stderr)
+		assert.Contains(t, stdout, "39 tensors, 250432 parameters")
+
+		status, stdout, stderr = runCmd("validate", "--values", dir)
+		assert.Equal(t, exitOK, status, stderr)
+		assert.Contains(t, stdout, dir+": ok, 39 tensors in ")
+
+		status, stdout, stderr = runCmd("stats", dir, "model.norm.weight", "lm_head.weight")
+		assert.Equal(t, exitOK, status, stderr)
+		assert.Equal(t, want, stdout, "the same statistics as the file's")
+		status, stdout, _ = runCmd("stats", dir)
+		assert.Equal(t, exitOK, status)
+		assert.Len(t, strings.Split(strings.TrimSpace(stdout), "\n"), 40)
+	}
+	status, _, stderr := runCmd("stats", t.TempDir())
+	assert.Equal(t, exitFail, status)
+	assert.Contains(t, stderr, "no model.safetensors")
 }

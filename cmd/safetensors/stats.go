@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -15,7 +16,8 @@ func runStats(args []string, stdout, stderr io.Writer) int {
 number of values, the minimum, maximum, mean and standard deviation of the
 finite ones, and the number of NaN and Inf values, computed in one pass over
 the file with float64 arithmetic (safetensors.Tensor.Stats). Tensors of types
-with no real value (C64, F4, F6) are listed with dashes.`)
+with no real value (C64, F4, F6) are listed with dashes. FILE may also be a
+checkpoint: its index or its directory, whose tensors are listed by name.`)
 	operands, status, ok := parse(fs, args, stdout)
 	if !ok {
 		return status
@@ -24,17 +26,31 @@ with no real value (C64, F4, F6) are listed with dashes.`)
 		return usageError(fs, "want a FILE")
 	}
 	path, names := operands[0], operands[1:]
-	r, err := safetensors.Open(path)
-	if err != nil {
-		fmt.Fprintf(stderr, "safetensors stats: %s: %v\n", path, err)
-		return exitFail
-	}
-	defer r.Close()
-	if len(names) == 0 {
-		for _, t := range r.Header().Tensors {
-			names = append(names, t.Name)
+	var r tensorSource
+	if isCheckpoint(path) {
+		sh, err := safetensors.OpenIndex(path)
+		if err != nil && !errors.Is(err, safetensors.ErrUnlistedTensor) {
+			fmt.Fprintf(stderr, "safetensors stats: %s: %v\n", path, err)
+			return exitFail
+		}
+		r = sh
+		if len(names) == 0 {
+			names = sh.Names()
+		}
+	} else {
+		f, err := safetensors.Open(path)
+		if err != nil {
+			fmt.Fprintf(stderr, "safetensors stats: %s: %v\n", path, err)
+			return exitFail
+		}
+		r = f
+		if len(names) == 0 {
+			for _, t := range f.Header().Tensors {
+				names = append(names, t.Name)
+			}
 		}
 	}
+	defer r.Close()
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tDTYPE\tCOUNT\tMIN\tMAX\tMEAN\tSTD\tNAN\tINF")
 	status = exitOK

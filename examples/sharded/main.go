@@ -1,7 +1,8 @@
 // Command sharded splits a safetensors file into a sharded checkpoint, as
 // transformers' save_pretrained does for large models (shards of at most a
 // given size and a model.safetensors.index.json), then opens the checkpoint
-// as one and reads a tensor from it.
+// as one and reads a tensor from it. OUTDIR is created if it does not
+// exist.
 //
 //	go run ./examples/sharded testdata/tiny-llama.safetensors out-dir 300000
 package main
@@ -66,7 +67,8 @@ func run(w io.Writer, in, dir string, maxSize int64) error {
 	}
 	fmt.Fprintf(w, "wrote %d shards: %v\n", len(sw.Shards()), sw.Shards())
 
-	// OpenIndex checks the index against every shard and reads them as one.
+	// OpenIndex checks the index against every shard and reads them as one;
+	// given a directory holding a single model.safetensors, it reads that.
 	ckpt, err := safetensors.OpenIndex(dir)
 	if err != nil {
 		return err

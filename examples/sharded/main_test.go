@@ -11,7 +11,7 @@ import (
 )
 
 func TestSharded(t *testing.T) {
-	dir := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "out") // created by the example, as by save_pretrained
 	var out bytes.Buffer
 	require.NoError(t, run(&out, "../../testdata/tiny-llama.safetensors", dir, 300_000))
 	assert.Equal(t, "wrote 4 shards: [model-00001-of-00004.safetensors model-00002-of-00004.safetensors model-00003-of-00004.safetensors model-00004-of-00004.safetensors]\n"+

@@ -1,7 +1,10 @@
 # Writes the index and shard listing that the Hugging Face libraries produce
 # for the tensors in tensors.json, independently of the Go code: the split
 # follows huggingface_hub's split_state_dict_into_shards_factory, and the
-# index is written as transformers' save_pretrained writes it.
+# index is written as transformers' save_pretrained writes it (transformers 5:
+# total_parameters is model.num_parameters(), the element count of every
+# parameter, which for these tensors, all parameters, none packed, is the sum
+# of their shapes' products).
 #
 #   python3 make_index.py
 import json
@@ -12,11 +15,13 @@ with open("tensors.json") as f:
     spec = json.load(f)
 max_size = spec["max_shard_size"]
 
-shard_list, current, current_size, total = [], {}, 0, 0
+shard_list, current, current_size, total, params = [], {}, 0, 0, 0
 for t in spec["tensors"]:
-    n = SIZES[t["dtype"]]
+    elems = 1
     for d in t["shape"]:
-        n *= d
+        elems *= d
+    params += elems
+    n = SIZES[t["dtype"]] * elems
     if n > max_size:
         total += n
         shard_list.append({t["name"]: n})
@@ -37,7 +42,7 @@ for i, shard in enumerate(shard_list):
     for key in shard:
         weight_map[key] = name
 
-index = {"metadata": {"total_size": total}, "weight_map": weight_map}
+index = {"metadata": {"total_parameters": params, "total_size": total}, "weight_map": weight_map}
 with open("model.safetensors.index.json", "w") as f:
     f.write(json.dumps(index, indent=2, sort_keys=True) + "\n")
 with open("shards.json", "w") as f:
