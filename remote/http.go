@@ -169,6 +169,8 @@ func (x *exchange) statusError() error {
 	resp := x.resp
 	err := fmt.Errorf("safetensors: %s: %s", x.what, resp.Status)
 	switch c := resp.StatusCode; {
+	case c == http.StatusNotFound:
+		return notFound{err}
 	case c == http.StatusPreconditionFailed:
 		return fmt.Errorf("%w: %s: %s: the object is no longer the version %s", ErrChanged, x.what, resp.Status, x.o.version())
 	case c == http.StatusTooManyRequests || c == http.StatusRequestTimeout || c >= 500 && c != http.StatusNotImplemented:
