@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -115,7 +116,13 @@ func (x *exchange) netError(parent context.Context, err error) error {
 	if errors.Is(context.Cause(x.ctx), ErrStalled) {
 		return &retryable{err: fmt.Errorf("%w: %s: nothing for %v", ErrStalled, x.what, x.o.cfg.stall)}
 	}
-	return &retryable{err: fmt.Errorf("safetensors: %s: %w", x.what, err)}
+	err = fmt.Errorf("safetensors: %s: %w", x.what, err)
+	var op *net.OpError
+	var dns *net.DNSError
+	if errors.As(err, &dns) || errors.As(err, &op) && op.Op == "dial" {
+		return err // no server there: retrying would not help
+	}
+	return &retryable{err: err}
 }
 
 // progress restarts the stall timer.

@@ -157,7 +157,7 @@ func StallTimeout(d time.Duration) Option {
 
 // Retries returns an option that sets how many times a request is retried
 // after a 5xx or 429 answer, a reset connection, a response that ends early
-// or a stall (DefaultRetries): after 0.1 s, 0.2 s, 0.4 s and so on, up to
+// or a stall (DefaultRetries), but not after a failure to connect: after 0.1 s, 0.2 s, 0.4 s and so on, up to
 // 5 s, or after the answer's Retry-After when it gives one of at most
 // MaxRetryAfter. Zero means no retry.
 func Retries(n int) Option {
