@@ -7,6 +7,7 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"time"
 
 	"github.com/safetensors-go/safetensors"
@@ -107,4 +108,44 @@ func ExampleHeader() {
 	// Output:
 	// [x]
 	// true
+}
+
+// OpenIndex opens a model by its base URL, as transformers finds it, and
+// Load reads its tensors with parallel range requests, handing each over as
+// it arrives. A local server stands for the Hugging Face Hub, whose base
+// URLs are https://huggingface.co/{repo}/resolve/{revision}.
+func ExampleLoad() {
+	dir, err := os.MkdirTemp("", "model")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	var tensors []safetensors.Tensor
+	for i := range 4 {
+		data := bytes.Repeat([]byte{byte(i)}, 1000)
+		tensors = append(tensors, safetensors.Tensor{Name: fmt.Sprintf("layers.%d.weight", i), DType: safetensors.U8, Shape: []uint64{1000}, Data: data})
+	}
+	if err := safetensors.WriteSharded(dir, "model", tensors, 2000, nil); err != nil {
+		log.Fatal(err)
+	}
+	hub := httptest.NewServer(http.StripPrefix("/org/model/resolve/main", http.FileServer(http.Dir(dir))))
+	defer hub.Close()
+
+	s, err := remote.OpenIndex(nil, hub.URL+"/org/model/resolve/main")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	fmt.Println(s.Shards())
+	var total int
+	for t, err := range remote.Load(context.Background(), s, nil, remote.Concurrency(8)) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		total += len(t.Data) // hand t to the device here
+	}
+	fmt.Println(total, "bytes")
+	// Output:
+	// [model-00001-of-00002.safetensors model-00002-of-00002.safetensors]
+	// 4000 bytes
 }

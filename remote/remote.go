@@ -103,13 +103,13 @@ const (
 	// asks for more gets an error instead.
 	MaxRetryAfter = 30 * time.Second
 
-	// DefaultConcurrency is how many requests OpenIndex and Load make at
-	// once.
+	// DefaultConcurrency is how many tensors Load reads at once.
 	DefaultConcurrency = 8
 )
 
 // An Option changes how a File, a Reader or a checkpoint is read. Pass
-// options to [Open], [Stat] and [OpenIndex] and their Context forms.
+// options to [Open], [Stat], [OpenIndex] and their Context forms, and to
+// [Load].
 type Option func(*config) error
 
 type config struct {
@@ -117,11 +117,12 @@ type config struct {
 	stall       time.Duration
 	retries     int
 	concurrency int
+	memory      int64
 	readOpts    []safetensors.ReadOption
 }
 
 func newConfig(opts []Option) (*config, error) {
-	c := &config{header: make(http.Header), stall: DefaultStallTimeout, retries: DefaultRetries, concurrency: DefaultConcurrency}
+	c := &config{header: make(http.Header), stall: DefaultStallTimeout, retries: DefaultRetries, concurrency: DefaultConcurrency, memory: DefaultMemoryLimit}
 	for _, o := range opts {
 		if err := o(c); err != nil {
 			return nil, err
@@ -170,8 +171,8 @@ func Retries(n int) Option {
 	}
 }
 
-// Concurrency returns an option that sets how many requests OpenIndex and
-// Load make at once (DefaultConcurrency).
+// Concurrency returns an option that sets how many tensors Load reads at
+// once (DefaultConcurrency).
 func Concurrency(n int) Option {
 	return func(c *config) error {
 		if n < 1 {
