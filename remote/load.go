@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"io"
 	"iter"
 	"slices"
 	"sync"
@@ -29,6 +30,20 @@ func MemoryLimit(n int64) Option {
 	}
 }
 
+// Into returns an option that makes Load read each tensor into memory the
+// caller supplies: alloc gets the tensor's name and size in bytes and
+// returns a slice of at least that length, whose first size bytes become
+// the Data of the Tensor yielded. Load calls alloc from several goroutines
+// at once, when it starts reading the tensor; the memory is the caller's
+// again once the tensor is yielded, so that a loader can reuse a pool of
+// buffers, or read straight into pinned memory for a device.
+func Into(alloc func(name string, size int64) []byte) Option {
+	return func(c *config) error {
+		c.alloc = alloc
+		return nil
+	}
+}
+
 // Load returns an iterator over the named tensors of s, or over all that
 // it lists when names is empty, which reads them Concurrency at a time
 // (each with its range request, checked and pinned as ReadAt's are) and
@@ -38,7 +53,8 @@ func MemoryLimit(n int64) Option {
 //
 // Memory is bounded by MemoryLimit: a tensor is read only when it fits
 // with those read and not yet handed over. Each tensor's Data is new
-// memory, which belongs to the caller. Tensors larger than
+// memory, which belongs to the caller, or memory from the Into option's
+// function. Tensors larger than
 // safetensors.MaxTensorAlloc give an error wrapping
 // safetensors.ErrTensorTooLarge; read those with the Reader's
 // TensorReader.
@@ -75,7 +91,7 @@ func Load(ctx context.Context, s *safetensors.Sharded, names []string, opts ...O
 			go func() {
 				defer wg.Done()
 				for j := range todo {
-					t, err := s.Tensor(j.name)
+					t, err := readTensor(s, j, cfg.alloc)
 					select {
 					case results <- result{t, err, j.size}:
 					case <-ctx.Done():
@@ -132,6 +148,29 @@ type job struct {
 	shard string
 	off   uint64
 	size  int64
+	info  safetensors.TensorInfo
+}
+
+// readTensor reads the tensor of j, into memory from alloc if it is not
+// nil.
+func readTensor(s *safetensors.Sharded, j job, alloc func(string, int64) []byte) (safetensors.Tensor, error) {
+	if alloc == nil {
+		return s.Tensor(j.name)
+	}
+	t := safetensors.Tensor{Name: j.name, DType: j.info.DType, Shape: j.info.Shape}
+	buf := alloc(j.name, j.size)
+	if int64(len(buf)) < j.size {
+		return t, &safetensors.TensorError{Name: j.name, Err: fmt.Errorf("safetensors: Into gave %d bytes for a tensor of %d", len(buf), j.size)}
+	}
+	t.Data = buf[:j.size:j.size]
+	r, err := s.TensorReader(j.name)
+	if err != nil {
+		return t, err
+	}
+	if _, err := r.ReadAt(t.Data, 0); err != nil && !(err == io.EOF && j.size == 0) {
+		return t, &safetensors.TensorError{Name: j.name, Err: err}
+	}
+	return t, nil
 }
 
 // plan lists the tensors to read, shard by shard in file order, so that
@@ -161,7 +200,7 @@ func plan(s *safetensors.Sharded, names []string) ([]job, error) {
 		if size > safetensors.MaxTensorAlloc {
 			return nil, &safetensors.TensorError{Name: name, Err: fmt.Errorf("%w: %d bytes, more than %d; read it with TensorReader", safetensors.ErrTensorTooLarge, size, int64(safetensors.MaxTensorAlloc))}
 		}
-		jobs = append(jobs, job{name: name, shard: shard, off: info.DataOffsets[0], size: int64(size)})
+		jobs = append(jobs, job{name: name, shard: shard, off: info.DataOffsets[0], size: int64(size), info: info})
 	}
 	slices.SortFunc(jobs, func(a, b job) int {
 		return cmp.Or(cmp.Compare(a.shard, b.shard), cmp.Compare(a.off, b.off))

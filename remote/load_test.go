@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -70,6 +71,32 @@ func TestLoad(t *testing.T) {
 	}
 	for _, err := range Load(context.Background(), s, nil, Concurrency(0)) {
 		assert.Error(t, err)
+	}
+
+	// Into the caller's buffers, reused from one load to the next.
+	var mu sync.Mutex
+	bufs := map[string][]byte{}
+	alloc := func(name string, size int64) []byte {
+		mu.Lock()
+		defer mu.Unlock()
+		if bufs[name] == nil {
+			bufs[name] = make([]byte, size+10)
+		}
+		return bufs[name]
+	}
+	for range 2 {
+		n = 0
+		for tensor, err := range Load(context.Background(), s, nil, Into(alloc)) {
+			require.NoError(t, err)
+			want, _ := local.Tensor(tensor.Name)
+			assert.Equal(t, want, tensor)
+			assert.Same(t, &bufs[tensor.Name][0], &tensor.Data[0])
+			n++
+		}
+		assert.Equal(t, 12, n)
+	}
+	for _, err := range Load(context.Background(), s, nil, Into(func(string, int64) []byte { return nil })) {
+		assert.ErrorContains(t, err, "Into gave 0 bytes")
 	}
 }
 

@@ -118,6 +118,7 @@ type config struct {
 	retries     int
 	concurrency int
 	memory      int64
+	alloc       func(name string, size int64) []byte
 	readOpts    []safetensors.ReadOption
 }
 
