@@ -108,8 +108,8 @@ const (
 )
 
 // An Option changes how a File, a Reader or a checkpoint is read. Pass
-// options to [Open], [Stat], [OpenIndex] and their Context forms, and to
-// [Load].
+// options to [OpenContext], [Stat], [OpenIndex] and their Context forms,
+// and to [Load].
 type Option func(*config) error
 
 type config struct {
@@ -269,9 +269,11 @@ func StatContext(ctx context.Context, client *http.Client, url string, opts ...O
 	return &File{object: o, ctx: ctx}, nil
 }
 
-// Open is OpenContext with context.Background().
-func Open(client *http.Client, url string, opts ...Option) (*safetensors.Reader, error) {
-	return OpenContext(context.Background(), client, url, opts...)
+// Open is OpenContext with context.Background() and the default options;
+// opts go to safetensors.NewReaderAt. Use OpenContext to send headers or
+// change the timeouts.
+func Open(client *http.Client, url string, opts ...safetensors.ReadOption) (*safetensors.Reader, error) {
+	return OpenContext(context.Background(), client, url, ReadOptions(opts...))
 }
 
 // OpenContext reads and validates the header of the safetensors file at
@@ -292,6 +294,11 @@ func OpenContext(ctx context.Context, client *http.Client, url string, opts ...O
 		return nil, fmt.Errorf("%s: %w", url, err)
 	}
 	return r, nil
+}
+
+// ReadAtContext is ReadAt under ctx rather than the File's context.
+func (f *File) ReadAtContext(ctx context.Context, p []byte, off int64) (int, error) {
+	return f.WithContext(ctx).ReadAt(p, off)
 }
 
 // WithContext returns a File reading the same object, with the same

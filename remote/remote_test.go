@@ -65,6 +65,24 @@ func TestOpen(t *testing.T) {
 	assert.Equal(t, int64(1), count.Load(), "the tensors were in the first 64 KiB")
 }
 
+// TestOpenReadOptions: Open passes its options to NewReaderAt.
+func TestOpenReadOptions(t *testing.T) {
+	hdr := `{"x":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"extra":1}}`
+	data := append([]byte{byte(len(hdr)), 0, 0, 0, 0, 0, 0, 0}, hdr...)
+	data = append(data, 7)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(data))
+	}))
+	defer srv.Close()
+	r, err := Open(srv.Client(), srv.URL)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"x"}, r.Names())
+	_, err = Open(srv.Client(), srv.URL, safetensors.Strict())
+	assert.ErrorIs(t, err, safetensors.ErrInvalidHeader)
+	_, err = OpenContext(context.Background(), srv.Client(), srv.URL, ReadOptions(safetensors.Strict()))
+	assert.ErrorIs(t, err, safetensors.ErrInvalidHeader)
+}
+
 // TestOpenLargeHeader reads a header larger than the first read: two range
 // requests.
 func TestOpenLargeHeader(t *testing.T) {
@@ -186,7 +204,7 @@ func (s *rangeServer) handle(w http.ResponseWriter, r *http.Request) {
 // open opens the server's file and reads every tensor, and returns the
 // first error.
 func (s *rangeServer) open(opts ...Option) error {
-	r, err := Open(s.Client(), s.URL, append(fast, opts...)...)
+	r, err := OpenContext(context.Background(), s.Client(), s.URL, append(fast, opts...)...)
 	if err != nil {
 		return err
 	}
@@ -342,7 +360,7 @@ func TestPinnedVersion(t *testing.T) {
 				http.ServeContent(w, r, "", mod, bytes.NewReader(data))
 			}))
 			defer srv.Close()
-			r, err := Open(srv.Client(), srv.URL, fast...)
+			r, err := OpenContext(context.Background(), srv.Client(), srv.URL, fast...)
 			require.NoError(t, err)
 			_, err = r.Tensor("b")
 			require.NoError(t, err)
@@ -375,7 +393,7 @@ func TestSizeChanged(t *testing.T) {
 		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(data))
 	}))
 	defer srv.Close()
-	r, err := Open(srv.Client(), srv.URL, fast...)
+	r, err := OpenContext(context.Background(), srv.Client(), srv.URL, fast...)
 	require.NoError(t, err)
 	replaced.Store(true)
 	_, err = r.Tensor("a")
@@ -516,7 +534,7 @@ func TestStalls(t *testing.T) {
 	s := newRangeServer(t, data, func(n int64, w http.ResponseWriter, r *http.Request, resp *response) bool {
 		return stallHeader(2, w, r, resp)
 	})
-	_, err := Open(nil, s.URL, StallTimeout(100*time.Millisecond), Retries(0))
+	_, err := OpenContext(context.Background(), nil, s.URL, StallTimeout(100*time.Millisecond), Retries(0))
 	assert.ErrorIs(t, err, ErrStalled)
 
 	// Slow but steady: 10 pieces 60 ms apart, with a stall timeout of 200 ms.
@@ -535,7 +553,7 @@ func TestStalls(t *testing.T) {
 		}
 		return true
 	})
-	r, err := Open(s.Client(), s.URL, StallTimeout(200*time.Millisecond), Retries(0))
+	r, err := OpenContext(context.Background(), s.Client(), s.URL, StallTimeout(200*time.Millisecond), Retries(0))
 	require.NoError(t, err)
 	start := time.Now()
 	_, err = r.Tensor("a")
@@ -573,6 +591,8 @@ func TestContext(t *testing.T) {
 	cancel2()
 	_, err = f.ReadAt(make([]byte, 8), probeLen+100)
 	assert.ErrorIs(t, err, context.Canceled)
+	_, err = f.ReadAtContext(context.Background(), make([]byte, 8), probeLen+100)
+	assert.NoError(t, err)
 	_, err = f.WithContext(context.Background()).ReadAt(make([]byte, 8), probeLen+100)
 	assert.NoError(t, err)
 }
@@ -664,7 +684,7 @@ func hugeServer(t *testing.T, size int64) (*httptest.Server, int64) {
 func TestHugeDeclaredSize(t *testing.T) {
 	for _, size := range []int64{1 << 40, 1 << 60} {
 		srv, tensorLen := hugeServer(t, size)
-		r, err := Open(srv.Client(), srv.URL, fast...)
+		r, err := OpenContext(context.Background(), srv.Client(), srv.URL, fast...)
 		require.NoError(t, err)
 		_, err = r.Tensor("big")
 		assert.ErrorIs(t, err, safetensors.ErrTensorTooLarge)
@@ -694,7 +714,7 @@ func TestRedirect(t *testing.T) {
 		http.Redirect(w, r, srv.URL+"/blob", http.StatusFound)
 	}))
 	defer hub.Close()
-	r, err := Open(hub.Client(), hub.URL+"/repo/resolve/main/model.safetensors", Header("Authorization", "Bearer hf_x"))
+	r, err := OpenContext(context.Background(), hub.Client(), hub.URL+"/repo/resolve/main/model.safetensors", Header("Authorization", "Bearer hf_x"))
 	require.NoError(t, err)
 	assert.Equal(t, "Bearer hf_x", auth.Load())
 	local, _ := safetensors.NewReader(data)
@@ -718,9 +738,9 @@ func TestHeader(t *testing.T) {
 	for _, h := range s.requests[2:] { // after the refusal and the probe
 		assert.Equal(t, `"v1"`, h.Get("If-Match"), "the version is pinned")
 	}
-	_, err = Open(nil, s.URL, Header("Bad Key", "x"))
+	_, err = OpenContext(context.Background(), nil, s.URL, Header("Bad Key", "x"))
 	assert.Error(t, err)
-	_, err = Open(nil, s.URL, Header("X", "a\r\nb: c"))
+	_, err = OpenContext(context.Background(), nil, s.URL, Header("X", "a\r\nb: c"))
 	assert.Error(t, err)
 }
 
