@@ -90,7 +90,9 @@ func TestLoad(t *testing.T) {
 			require.NoError(t, err)
 			want, _ := local.Tensor(tensor.Name)
 			assert.Equal(t, want, tensor)
+			mu.Lock()
 			assert.Same(t, &bufs[tensor.Name][0], &tensor.Data[0])
+			mu.Unlock()
 			n++
 		}
 		assert.Equal(t, 12, n)
