@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strings"
 	"sync/atomic"
 )
 
@@ -138,8 +139,15 @@ func readFullAt(r io.ReaderAt, p []byte, off int64) error {
 	if err == nil || err == io.EOF {
 		err = io.ErrUnexpectedEOF
 	}
-	return fmt.Errorf("%sreading %d bytes at offset %d: got %d: %w", prefix, len(p), off, n, err)
+	return fmt.Errorf("%sreading %d bytes at offset %d: got %d: %w", prefix, len(p), off, n, unprefixed{err})
 }
+
+// unprefixed is an error of a source, such as the remote package's, whose
+// message loses the package's prefix, which the chain already has.
+type unprefixed struct{ err error }
+
+func (e unprefixed) Error() string { return strings.TrimPrefix(e.err.Error(), prefix) }
+func (e unprefixed) Unwrap() error { return e.err }
 
 // NewReaderAt reads and validates the header of the safetensors file of the
 // given size that r holds, and returns a Reader that reads each tensor's

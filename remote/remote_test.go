@@ -619,6 +619,7 @@ func TestNoRange(t *testing.T) {
 			_, err = r.Tensor(last.Name)
 			assert.ErrorIs(t, err, ErrNoRange)
 			assert.ErrorContains(t, err, srv.URL)
+			assert.Equal(t, 1, strings.Count(err.Error(), "safetensors: "), "the prefix once: %v", err)
 		} else {
 			_, err = r.Tensor(last.Name) // within the bytes read
 			assert.NoError(t, err)
