@@ -521,6 +521,46 @@ func (t Tensor) AppendFloat32s(dst []float32) ([]float32, error) {
 	return dst[:len(dst)+n], nil
 }
 
+// Elements returns the elements [start, end) of the tensor, in the order
+// of its bytes (row-major), as a one-dimensional tensor of the same name and
+// dtype whose Data is a slice of t.Data: a part of a large tensor that
+// AppendFloat32s decodes into a caller's buffer, or that Stats summarizes
+// (then Stats.Merge combines the parts), so that several goroutines can
+// share one tensor. The elements are counted from the tensor's bytes. For
+// the packed dtypes, start and end must fall on whole bytes: even for F4
+// (two elements a byte), multiples of 4 for F6 (four elements in three
+// bytes), or the error wraps ErrMisalignedSlice. A range outside the
+// tensor gives an error wrapping ErrInvalidSlice.
+func (t Tensor) Elements(start, end uint64) (Tensor, error) {
+	bits := uint64(t.DType.Bits())
+	if bits == 0 {
+		return Tensor{}, tensorErrorf(t.Name, ErrDTypeMismatch, "unknown dtype %v", t.DType)
+	}
+	n := uint64(len(t.Data)) * 8 / bits
+	if start > end || end > n {
+		return Tensor{}, tensorErrorf(t.Name, ErrInvalidSlice, "elements [%d, %d) of a tensor of %d", start, end, n)
+	}
+	// No overflow: start and end are at most n, a count of bits / bits.
+	if start*bits%8 != 0 || end*bits%8 != 0 {
+		return Tensor{}, tensorErrorf(t.Name, ErrMisalignedSlice, "elements [%d, %d) of %v do not fall on whole bytes", start, end, t.DType)
+	}
+	b, e := start*bits/8, end*bits/8
+	return Tensor{Name: t.Name, DType: t.DType, Shape: []uint64{end - start}, Data: t.Data[b:e:e]}, nil
+}
+
+// AppendFloat32sRange appends the elements [start, end) of the tensor to
+// dst, decoded as Float32s decodes them, and returns the extended slice:
+// t.Elements(start, end) and then AppendFloat32s, for decoding a large
+// tensor in chunks into a reused buffer, from several goroutines at once.
+// On error dst is returned as it was.
+func (t Tensor) AppendFloat32sRange(dst []float32, start, end uint64) ([]float32, error) {
+	part, err := t.Elements(start, end)
+	if err != nil {
+		return dst, err
+	}
+	return part.AppendFloat32s(dst)
+}
+
 // checkFloat32s returns an error if t's dtype has no float32 value or its
 // bytes are not a whole number of elements.
 func (t Tensor) checkFloat32s() error {

@@ -2,6 +2,7 @@ package safetensors_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -584,6 +585,86 @@ func ExampleNewSharded() {
 	fmt.Println(ckpt.Shards(), ckpt.Metadata(), b.Data)
 	// Output:
 	// [model-00001-of-00002.safetensors model-00002-of-00002.safetensors] map[total_parameters:5 total_size:5] [4 5]
+}
+
+// A Loader reads a checkpoint with several goroutines into memory it
+// reuses, and hands each tensor over once its bytes have arrived.
+func ExampleLoader_Load() {
+	dir, err := os.MkdirTemp("", "checkpoint")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	var tensors []safetensors.Tensor
+	for i := range 4 {
+		tensors = append(tensors, safetensors.Tensor{
+			Name: fmt.Sprintf("layers.%d.weight", i), DType: safetensors.U8, Shape: []uint64{3}, Data: []byte{byte(i), 1, 2},
+		})
+	}
+	if err := safetensors.WriteSharded(dir, "model", tensors, 6, nil); err != nil {
+		log.Fatal(err)
+	}
+	ckpt, err := safetensors.OpenIndex(dir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ckpt.Close()
+
+	// At most 1 MiB of tensors in memory at once, read around the page
+	// cache.
+	loader := &safetensors.Loader{MemoryLimit: 1 << 20, NoCache: true}
+	sum := 0
+	for t, err := range loader.Load(context.Background(), ckpt) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		sum += int(t.Data[0]) // t.Data is valid until the next iteration
+	}
+	fmt.Println(sum)
+	// Output:
+	// 6
+}
+
+// Several goroutines summarize parts of one tensor, and Merge combines
+// their statistics.
+func ExampleStats_Merge() {
+	values := make([]float32, 1000)
+	for i := range values {
+		values[i] = float32(i)
+	}
+	t, err := safetensors.TensorFromFloat32s("w", safetensors.F32, []uint64{1000}, values, safetensors.RoundNearestEven)
+	if err != nil {
+		log.Fatal(err)
+	}
+	parts := make([]safetensors.Stats, 4)
+	var wg sync.WaitGroup
+	for i := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			part, err := t.Elements(uint64(i)*250, uint64(i+1)*250)
+			if err != nil {
+				log.Fatal(err)
+			}
+			if parts[i], err = part.Stats(); err != nil {
+				log.Fatal(err)
+			}
+		}()
+	}
+	wg.Wait()
+	var all safetensors.Stats
+	for _, p := range parts {
+		all = all.Merge(p)
+	}
+	fmt.Printf("%d values in [%g, %g], mean %.1f, std %.2f\n", all.Count, all.Min, all.Max, all.Mean, all.StdDev)
+
+	// A part decoded into a reused buffer.
+	buf := make([]float32, 0, 8)
+	buf, err = t.AppendFloat32sRange(buf[:0], 500, 504)
+	fmt.Println(buf, err)
+	// Output:
+	// 1000 values in [0, 999], mean 499.5, std 288.67
+	// [500 501 502 503] <nil>
 }
 
 // CreateSharded streams tensors too large for memory into shards, in any

@@ -404,7 +404,13 @@ func openShard(root *os.Root, file string, cfg *readConfig) (*Reader, error) {
 		return nil, err
 	}
 	defer f.Close()
-	return openFile(f, file, cfg)
+	r, err := openFile(f, file, cfg)
+	if err == nil && r.local != nil {
+		// A Loader opens the file again by this path, and checks that it
+		// is this file.
+		r.local.path = filepath.Join(root.Name(), filepath.FromSlash(file))
+	}
+	return r, err
 }
 
 // checkTotalSize checks the metadata's total_size, if any, against the sum

@@ -1,0 +1,18 @@
+//go:build !linux || !(amd64 || arm64 || riscv64 || loong64)
+
+package safetensors
+
+import (
+	"errors"
+	"os"
+)
+
+// openDirect would open the named file for direct I/O; here the standard
+// library offers none, and a Loader with NoCache reads through the cache.
+func openDirect(path string) (*os.File, error) {
+	return nil, errors.New("no direct I/O on this platform")
+}
+
+// dropCache would drop the cached pages of bytes [off, off+n) of f; here
+// the standard library offers no posix_fadvise, and it does nothing.
+func dropCache(f *os.File, off, n int64) {}
