@@ -113,18 +113,19 @@ func plainGets(client *http.Client, base string, ranges []byteRange, bufs [][]by
 }
 
 // BenchmarkRemoteLoad loads every tensor of a checkpoint served by
-// http.FileServer on loopback with remote.Load, 8 tensors at once, each
-// range checked and pinned, into buffers allocated beforehand (remote.Into)
-// and into new memory; and, as the ceiling, fetches the same byte ranges
-// with 8 concurrent plain range GETs into the same buffers. "delay20ms"
-// delays each response by 20 ms, as an object store's latency would, and
-// adds sequential plain range GETs. The sides alternate, each round in
-// another order. Metrics: each side's fastest round in MB/s, and ratios
-// taken round by round, their median: "x" is the loader's throughput over
-// the ceiling's (≥ 0.8 wanted), "x-alloc" the same into new memory, and
-// "seq-x" the loader's speedup over sequential reads (≥ 5 wanted). The
-// checkpoint is 64 tensors of 2 MiB (16 of 1 MiB with -short), in shards of
-// 8 tensors.
+// http.FileServer on loopback, opened with remote.OpenIndex, with a
+// safetensors.Loader (8 reads at once, each range checked and pinned by
+// remote) into a buffer reused from one load to the next, and into memory
+// of its own; and, as the ceiling, fetches the same byte ranges with 8
+// concurrent plain range GETs into buffers allocated beforehand.
+// "delay20ms" delays each response by 20 ms, as an object store's latency
+// would, and adds sequential plain range GETs. The sides alternate, each
+// round in another order. Metrics: each side's fastest round in MB/s, and
+// ratios taken round by round, their median: "x" is the loader's
+// throughput over the ceiling's (≥ 0.8 wanted), "x-alloc" the same with
+// the Loader's own memory, and "seq-x" the loader's speedup over sequential
+// reads (≥ 5 wanted). The checkpoint is 64 tensors of 2 MiB (16 of 1 MiB
+// with -short), in shards of 8 tensors.
 func BenchmarkRemoteLoad(b *testing.B) {
 	n, size := 64, 2<<20
 	if testing.Short() {
@@ -133,22 +134,16 @@ func BenchmarkRemoteLoad(b *testing.B) {
 	dir := remoteCheckpoint(b, n, size)
 	ranges := tensorRanges(b, dir)
 	bufs := make([][]byte, len(ranges))
-	byName := map[string][]byte{}
-	s, err := safetensors.OpenIndex(dir)
-	if err != nil {
-		b.Fatal(err)
-	}
 	for i, r := range ranges {
 		bufs[i] = make([]byte, r.size)
 		for j := range bufs[i] {
 			bufs[i][j] = 1 // fault the buffers in before timing
 		}
 	}
-	for i, name := range s.Names() {
-		byName[name] = bufs[i] // all tensors are the same size
+	ring := make([]byte, n*(size+4096))
+	for i := range ring {
+		ring[i] = 1 // the same for the Loader's buffer
 	}
-	s.Close()
-	into := remote.Into(func(name string, size int64) []byte { return byName[name] })
 	total := float64(n * size)
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxIdleConnsPerHost = 64
@@ -172,9 +167,9 @@ func BenchmarkRemoteLoad(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer s.Close()
-			load := func(opts ...remote.Option) error {
+			load := func(loader *safetensors.Loader) error {
 				got := 0
-				for t, err := range remote.Load(context.Background(), s, nil, append(opts, remote.Concurrency(workers))...) {
+				for t, err := range loader.Load(context.Background(), s) {
 					if err != nil {
 						return err
 					}
@@ -187,8 +182,8 @@ func BenchmarkRemoteLoad(b *testing.B) {
 			}
 			sides := []func() error{
 				func() error { return plainGets(client, srv.URL, ranges, bufs, workers) },
-				func() error { return load(into) },
-				func() error { return load() },
+				func() error { return load(&safetensors.Loader{Concurrency: workers, Buffer: ring}) },
+				func() error { return load(&safetensors.Loader{Concurrency: workers}) },
 			}
 			if delay > 0 {
 				sides = append(sides, func() error { return plainGets(client, srv.URL, ranges, bufs, 1) })

@@ -110,11 +110,11 @@ func ExampleHeader() {
 	// true
 }
 
-// OpenIndex opens a model by its base URL, as transformers finds it, and
-// Load reads its tensors with parallel range requests, handing each over as
-// it arrives. A local server stands for the Hugging Face Hub, whose base
-// URLs are https://huggingface.co/{repo}/resolve/{revision}.
-func ExampleLoad() {
+// OpenIndex opens a model by its base URL, as transformers finds it, and a
+// safetensors.Loader reads its tensors with parallel range requests,
+// handing each over as it arrives. A local server stands for the Hugging
+// Face Hub, whose base URLs are https://huggingface.co/{repo}/resolve/{revision}.
+func ExampleOpenIndex() {
 	dir, err := os.MkdirTemp("", "model")
 	if err != nil {
 		log.Fatal(err)
@@ -131,14 +131,15 @@ func ExampleLoad() {
 	hub := httptest.NewServer(http.StripPrefix("/org/model/resolve/main", http.FileServer(http.Dir(dir))))
 	defer hub.Close()
 
-	s, err := remote.OpenIndex(nil, hub.URL+"/org/model/resolve/main")
+	ckpt, err := remote.OpenIndex(nil, hub.URL+"/org/model/resolve/main")
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer s.Close()
-	fmt.Println(s.Shards())
+	defer ckpt.Close()
+	fmt.Println(ckpt.Shards())
 	var total int
-	for t, err := range remote.Load(context.Background(), s, nil, remote.Concurrency(8)) {
+	loader := &safetensors.Loader{Concurrency: 8}
+	for t, err := range loader.Load(context.Background(), ckpt) {
 		if err != nil {
 			log.Fatal(err)
 		}

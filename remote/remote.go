@@ -27,6 +27,20 @@
 // reset connection or a stall are retried a bounded number of times with
 // exponential backoff; see [Retries].
 //
+// # Loading
+//
+// [OpenIndex] opens a checkpoint, as safetensors.OpenIndex does one on
+// disk, reading its shards' headers in parallel. A safetensors.Loader then
+// loads its tensors at the network's speed: it reads them with several
+// range requests at once, in chunks, into memory it bounds and reuses (or
+// the caller's), and hands each tensor over as soon as it has arrived:
+//
+//	ckpt, err := remote.OpenIndexContext(ctx, nil, "https://huggingface.co/org/model/resolve/main")
+//	loader := &safetensors.Loader{Concurrency: 16, MemoryLimit: 1 << 30}
+//	for t, err := range loader.Load(ctx, ckpt) {
+//		// t.Data is valid until the next iteration
+//	}
+//
 // # Hugging Face Hub
 //
 // A file of a repository on the Hub is at
@@ -102,28 +116,21 @@ const (
 	// MaxRetryAfter is the longest Retry-After a read waits; a server that
 	// asks for more gets an error instead.
 	MaxRetryAfter = 30 * time.Second
-
-	// DefaultConcurrency is how many tensors Load reads at once.
-	DefaultConcurrency = 8
 )
 
 // An Option changes how a File, a Reader or a checkpoint is read. Pass
-// options to [OpenContext], [Stat], [OpenIndex] and their Context forms,
-// and to [Load].
+// options to [OpenContext], [Stat], [OpenIndex] and their Context forms.
 type Option func(*config) error
 
 type config struct {
-	header      http.Header
-	stall       time.Duration
-	retries     int
-	concurrency int
-	memory      int64
-	alloc       func(name string, size int64) []byte
-	readOpts    []safetensors.ReadOption
+	header   http.Header
+	stall    time.Duration
+	retries  int
+	readOpts []safetensors.ReadOption
 }
 
 func newConfig(opts []Option) (*config, error) {
-	c := &config{header: make(http.Header), stall: DefaultStallTimeout, retries: DefaultRetries, concurrency: DefaultConcurrency, memory: DefaultMemoryLimit}
+	c := &config{header: make(http.Header), stall: DefaultStallTimeout, retries: DefaultRetries}
 	for _, o := range opts {
 		if err := o(c); err != nil {
 			return nil, err
@@ -168,18 +175,6 @@ func Retries(n int) Option {
 			return fmt.Errorf("safetensors: negative retry count %d", n)
 		}
 		c.retries = n
-		return nil
-	}
-}
-
-// Concurrency returns an option that sets how many tensors Load reads at
-// once (DefaultConcurrency).
-func Concurrency(n int) Option {
-	return func(c *config) error {
-		if n < 1 {
-			return fmt.Errorf("safetensors: concurrency %d is not positive", n)
-		}
-		c.concurrency = n
 		return nil
 	}
 }
