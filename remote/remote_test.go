@@ -324,6 +324,51 @@ func TestZoo(t *testing.T) {
 	}
 }
 
+// TestZooFirstRequest: the same misbehaviours on the first request, which
+// gives the size and the header.
+func TestZooFirstRequest(t *testing.T) {
+	data := zooFile(t)
+	first := func(f func(resp *response)) func(int64, http.ResponseWriter, *http.Request, *response) bool {
+		return func(n int64, w http.ResponseWriter, r *http.Request, resp *response) bool {
+			f(resp)
+			return false
+		}
+	}
+	for _, tc := range []struct {
+		name      string
+		misbehave func(int64, http.ResponseWriter, *http.Request, *response) bool
+		want      error
+	}{
+		{"Content-Range start", first(func(resp *response) {
+			resp.header.Set("Content-Range", fmt.Sprintf("bytes 1-%d/%d", probeLen, len(data)))
+		}), ErrBadResponse},
+		{"Content-Range end", first(func(resp *response) {
+			resp.header.Set("Content-Range", fmt.Sprintf("bytes 0-%d/%d", probeLen-2, len(data)))
+			resp.body = resp.body[:probeLen-1]
+		}), ErrBadResponse},
+		{"Content-Range total unknown", first(func(resp *response) {
+			resp.header.Set("Content-Range", fmt.Sprintf("bytes 0-%d/*", probeLen-1))
+		}), ErrBadResponse},
+		{"Content-Range missing", first(func(resp *response) { resp.header.Del("Content-Range") }), ErrBadResponse},
+		{"short body", first(func(resp *response) {
+			resp.header.Set("Content-Length", strconv.Itoa(len(resp.body)))
+			resp.body = resp.body[:100]
+		}), io.ErrUnexpectedEOF},
+		{"416 for a non-empty object", first(func(resp *response) {
+			resp.status = http.StatusRequestedRangeNotSatisfiable
+			resp.header.Set("Content-Range", "bytes */5")
+			resp.body = nil
+		}), ErrBadResponse},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newRangeServer(t, data, tc.misbehave)
+			_, err := OpenContext(context.Background(), s.Client(), s.URL, fast...)
+			assert.ErrorIs(t, err, tc.want)
+			assert.ErrorContains(t, err, s.URL)
+		})
+	}
+}
+
 // TestPinnedVersion replaces the object between requests with one of the
 // same size, on servers with each kind of validator.
 func TestPinnedVersion(t *testing.T) {
