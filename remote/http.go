@@ -89,11 +89,13 @@ func (o *object) send(ctx context.Context, off, end int64, what string) (*exchan
 	if end >= 0 {
 		req.Header.Set("Range", "bytes="+strconv.FormatInt(off, 10)+"-"+strconv.FormatInt(end, 10))
 	}
-	switch {
-	case o.etag != "":
-		req.Header.Set("If-Match", o.etag)
-	case o.lastModified != "":
-		req.Header.Set("If-Unmodified-Since", o.lastModified)
+	if end >= 0 {
+		switch {
+		case o.etag != "":
+			req.Header.Set("If-Range", o.etag)
+		case o.lastModified != "":
+			req.Header.Set("If-Range", o.lastModified)
+		}
 	}
 	o.requests.Add(1)
 	resp, err := o.client.Do(req)
@@ -302,7 +304,11 @@ func (o *object) tryRange(ctx context.Context, p []byte, off int64) (int, error)
 	switch resp.StatusCode {
 	case http.StatusPartialContent:
 	case http.StatusOK:
-		return 0, fmt.Errorf("%w: %s: 200 OK with the whole object, from a server that honoured ranges before", ErrBadResponse, what)
+		// If-Range asks for the whole object when the version differs.
+		if err := x.checkVersion(); err != nil {
+			return 0, err
+		}
+		return 0, fmt.Errorf("%w: %s: 200 OK with the whole object of the same version, from a server that honoured ranges before", ErrBadResponse, what)
 	case http.StatusRequestedRangeNotSatisfiable:
 		if _, _, total, ok := parseContentRange(resp.Header.Get("Content-Range")); ok && total >= 0 && total != o.size {
 			return 0, fmt.Errorf("%w: %s: %s: the size was %d bytes and is now %d", ErrChanged, what, resp.Status, o.size, total)

@@ -8,15 +8,21 @@
 // status, its Content-Range (start, end and total) against the range asked
 // for and the object's size, and its body's length. The version of the
 // object seen by the first request is pinned: its strong ETag goes back as
-// If-Match on every later request (or, without one, its Last-Modified as
-// If-Unmodified-Since), and an answer for another version, a 412
-// Precondition Failed, a different validator or a different size, fails
-// with an error wrapping [ErrChanged]; so bytes from two versions of an
-// object never mix. A weak ETag (W/"...") cannot be used with If-Match,
-// which compares strongly: it is compared on every response instead, with
-// Last-Modified sent as If-Unmodified-Since where the server gives one. A
-// server that gives no validator at all can have its object replaced by one
-// of the same size without this package noticing: only the size is checked.
+// If-Range on every later request (or, without one, its Last-Modified
+// date), and an answer for another version (the whole object, as If-Range
+// asks for when the version differs; a 412 Precondition Failed; a different
+// validator; a different size) fails with an error wrapping [ErrChanged];
+// so bytes from two versions of an object never mix. If-Range rather than
+// If-Match, because a server that redirects, as the Hugging Face Hub does to
+// its content delivery network, could apply If-Match to the redirect, whose
+// ETag is not the object's; If-Range applies only where a range is served.
+// Every response's own ETag and Last-Modified are compared with the pinned
+// ones too, which catches a server that ignores If-Range. A weak ETag
+// (W/"...") cannot be sent in If-Range, which compares strongly: it is
+// compared on every response instead, with Last-Modified sent where the
+// server gives one. A server that gives no validator at all can have its
+// object replaced by one of the same size without this package noticing:
+// only the size is checked.
 //
 // No call can hang forever. Every network call takes a [context.Context]
 // (the short forms use context.Background()), and every request fails after
@@ -81,9 +87,10 @@ import (
 
 var (
 	// ErrChanged is returned when the object at a URL is not the version
-	// the first request saw: the server answered 412 Precondition Failed
-	// to If-Match or If-Unmodified-Since, or gave another ETag,
-	// Last-Modified or total size. The error names the URL and what
+	// the first request saw: the server answered a range request with the
+	// whole object (as If-Range asks for when the version differs) or with
+	// 412 Precondition Failed, or gave another ETag, Last-Modified or total
+	// size. The error names the URL and what
 	// changed. Open the object again to read the new version.
 	ErrChanged = errors.New("safetensors: remote object changed")
 

@@ -379,23 +379,23 @@ func TestPinnedVersion(t *testing.T) {
 		name     string
 		validate func(w http.ResponseWriter, version int)
 		detected bool // whether the change is detected
-		ifMatch  bool // whether If-Match is sent
+		ifRange  bool // whether If-Range is sent
 	}{
 		{"strong ETag", func(w http.ResponseWriter, v int) { w.Header().Set("Etag", fmt.Sprintf(`"v%d"`, v)) }, true, true},
-		{"Last-Modified", func(w http.ResponseWriter, v int) {}, true, false},
-		{"weak ETag", func(w http.ResponseWriter, v int) { w.Header().Set("Etag", fmt.Sprintf(`W/"v%d"`, v)) }, true, false},
+		{"Last-Modified", func(w http.ResponseWriter, v int) {}, true, true},
+		{"weak ETag and Last-Modified", func(w http.ResponseWriter, v int) { w.Header().Set("Etag", fmt.Sprintf(`W/"v%d"`, v)) }, true, true},
 		{"no validator", nil, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var replaced atomic.Bool
-			var ifMatch atomic.Int64
+			var ifRange atomic.Int64
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				data, version, mod := v1, 1, time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 				if replaced.Load() {
 					data, version, mod = v2, 2, mod.Add(time.Hour)
 				}
-				if r.Header.Get("If-Match") != "" {
-					ifMatch.Add(1)
+				if r.Header.Get("If-Range") != "" {
+					ifRange.Add(1)
 				}
 				if tc.validate == nil {
 					mod = time.Time{}
@@ -420,7 +420,7 @@ func TestPinnedVersion(t *testing.T) {
 				want, _ := local.Tensor("a")
 				assert.Equal(t, want.Data, got.Data, "without a validator the new bytes come")
 			}
-			assert.Equal(t, tc.ifMatch, ifMatch.Load() > 0)
+			assert.Equal(t, tc.ifRange, ifRange.Load() > 0)
 		})
 	}
 }
@@ -770,6 +770,48 @@ func TestRedirect(t *testing.T) {
 	assert.Equal(t, int64(1), count.Load())
 }
 
+// TestRedirectPreconditions: the Hub answers a file's URL with a redirect
+// whose ETag is its own; a precondition on the object's ETag must not make
+// it fail (as If-Match would), and the range requests that follow are
+// pinned all the same.
+func TestRedirectPreconditions(t *testing.T) {
+	data := zooFile(t)
+	cdn := newRangeServer(t, data, nil)
+	hub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		const hubETag = `"pointer"`
+		w.Header().Set("Etag", hubETag)
+		if m := r.Header.Get("If-Match"); m != "" && m != hubETag {
+			w.WriteHeader(http.StatusPreconditionFailed)
+			return
+		}
+		http.Redirect(w, r, cdn.URL, http.StatusFound)
+	}))
+	defer hub.Close()
+	r, err := OpenContext(context.Background(), hub.Client(), hub.URL+"/org/m/resolve/main/model.safetensors", fast...)
+	require.NoError(t, err)
+	_, err = r.Tensor("a")
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), cdn.count.Load())
+	assert.Equal(t, `"v1"`, cdn.requests[1].Get("If-Range"))
+}
+
+// TestWeakETag: a weak ETag is not sent (If-Range compares strongly) but
+// compared: a change is detected.
+func TestWeakETag(t *testing.T) {
+	data := zooFile(t)
+	s := newRangeServer(t, data, func(n int64, w http.ResponseWriter, r *http.Request, resp *response) bool {
+		resp.header.Set("Etag", fmt.Sprintf(`W/"v%d"`, min(n, 2)))
+		return false
+	})
+	r, err := OpenContext(context.Background(), s.Client(), s.URL, fast...)
+	require.NoError(t, err)
+	_, err = r.Tensor("a")
+	assert.ErrorIs(t, err, ErrChanged)
+	assert.ErrorContains(t, err, `W/"v2"`)
+	assert.Empty(t, s.requests[1].Get("If-Range"))
+	assert.Empty(t, s.requests[1].Get("If-Match"))
+}
+
 // TestHeader sends a bearer token; without it the server refuses.
 func TestHeader(t *testing.T) {
 	data := zooFile(t)
@@ -784,7 +826,7 @@ func TestHeader(t *testing.T) {
 	assert.ErrorContains(t, err, "401")
 	require.NoError(t, s.open(Header("Authorization", "Bearer secret")))
 	for _, h := range s.requests[2:] { // after the refusal and the probe
-		assert.Equal(t, `"v1"`, h.Get("If-Match"), "the version is pinned")
+		assert.Equal(t, `"v1"`, h.Get("If-Range"), "the version is pinned")
 	}
 	_, err = OpenContext(context.Background(), nil, s.URL, Header("Bad Key", "x"))
 	assert.Error(t, err)
