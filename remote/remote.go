@@ -173,9 +173,10 @@ func StallTimeout(d time.Duration) Option {
 
 // Retries returns an option that sets how many times a request is retried
 // after a 5xx or 429 answer, a reset connection, a response that ends early
-// or a stall (DefaultRetries), but not after a failure to connect: after 0.1 s, 0.2 s, 0.4 s and so on, up to
-// 5 s, or after the answer's Retry-After when it gives one of at most
-// MaxRetryAfter. Zero means no retry.
+// or a stall (DefaultRetries), but not after a failure to connect: after
+// about 0.1 s, 0.2 s, 0.4 s and so on, up to 5 s, or after the answer's
+// Retry-After when it gives one of at most MaxRetryAfter. Zero means no
+// retry.
 func Retries(n int) Option {
 	return func(c *config) error {
 		if n < 0 {
@@ -187,7 +188,8 @@ func Retries(n int) Option {
 }
 
 // ReadOptions returns an option that passes options to the
-// safetensors.NewReaderAt that Open calls, such as safetensors.Strict().
+// safetensors.NewReaderAt that OpenContext and OpenIndexContext call, such
+// as safetensors.Strict().
 func ReadOptions(opts ...safetensors.ReadOption) Option {
 	return func(c *config) error {
 		c.readOpts = append(c.readOpts, opts...)
@@ -195,11 +197,12 @@ func ReadOptions(opts ...safetensors.ReadOption) Option {
 	}
 }
 
-// DefaultClient is the client used when a nil one is given: that of
-// http.DefaultTransport's settings, with timeouts on each step that can
-// stall (dial 30 s, TLS handshake 10 s, response header 30 s) and no
-// timeout on the whole request, and up to 64 idle connections per host so
-// that parallel range reads reuse them.
+// DefaultClient is the client used when a nil one is given: one with
+// http.DefaultTransport's settings and timeouts on each step that can stall
+// (dial 30 s, TLS handshake 10 s, response header 30 s, which a longer
+// StallTimeout does not lengthen), no timeout on the whole request, and up
+// to 64 idle connections per host, so that parallel range reads reuse
+// them.
 var DefaultClient = &http.Client{Transport: defaultTransport()}
 
 func defaultTransport() http.RoundTripper {
