@@ -16,3 +16,7 @@ func openDirect(path string) (*os.File, error) {
 // dropCache would drop the cached pages of bytes [off, off+n) of f; here
 // the standard library offers no posix_fadvise, and it does nothing.
 func dropCache(f *os.File, off, n int64) {}
+
+// adviseHugePages would ask the system for huge pages to back b; here it
+// does nothing.
+func adviseHugePages(b []byte) {}

@@ -150,7 +150,9 @@ func (s sliceReaderAt) ReadAt(p []byte, off int64) (int, error) {
 // checkpoint, at the speed of the disk, the page cache or the network.
 //
 // The zero Loader is ready to use. A Loader may be used for several loads,
-// one after the other or at once.
+// one after the other, or at once if it has no Buffer (each load then has
+// memory of its own). Its fields must not change while a load is under
+// way.
 type Loader struct {
 	// Concurrency is how many reads run at once; 0 means one per
 	// processor, and at least four.
@@ -324,6 +326,7 @@ func (l *Loader) start(ctx context.Context, files []LoadFile) (*load, error) {
 			return nil, errTooLarge(int64(min(limit, 1<<63-1)))
 		}
 		mem = make([]byte, limit)
+		adviseHugePages(mem)
 	}
 	ld := &load{arena: newArena(mem), chunk: chunk, work: make(chan chunkJob, workers), done: make(chan *tensorJob, workers)}
 	ld.ctx, ld.cancel = context.WithCancel(ctx)

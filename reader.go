@@ -237,6 +237,7 @@ func openFile(f *os.File, path string, cfg *readConfig) (*Reader, error) {
 			return nil, &os.PathError{Op: "open", Path: path, Err: errTooLarge(size)}
 		}
 		r.data = make([]byte, h.DataLen())
+		adviseHugePages(r.data)
 		// Several goroutines in large chunks: one reading goroutine copies
 		// from the page cache at a fraction of the memory's speed.
 		if err := readParallel(f, r.data, int64(h.DataOffset()), defaultConcurrency(), defaultChunkSize); err != nil {

@@ -1,0 +1,407 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/safetensors-go/safetensors"
+)
+
+// loadFileSize is the size of the file the load benchmarks read: 2 GiB, or
+// 256 MiB with -short.
+func loadFileSize() int64 {
+	if testing.Short() {
+		return 256 << 20
+	}
+	return 2 << 30
+}
+
+// Parameters shared by the ceiling and the library, as the library's
+// defaults: four goroutines (at least four, one a processor), 16 MiB reads.
+const loadChunk = 16 << 20
+
+func loadWorkers() int { return max(4, runtime.GOMAXPROCS(0)) }
+
+// preadCeiling reads bytes [off, off+len(dst)) of f into dst with workers
+// goroutines, worker w reading chunks w, w+workers, ... with pread: the
+// same byte ranges, in the same order, that ReadAll reads, with no
+// allocation and nothing else done.
+func preadCeiling(f *os.File, dst []byte, off int64, workers, chunk int) error {
+	n := (len(dst) + chunk - 1) / chunk
+	var wg sync.WaitGroup
+	errs := make([]error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += workers {
+				b, e := i*chunk, min((i+1)*chunk, len(dst))
+				if _, err := f.ReadAt(dst[b:e], off+int64(b)); err != nil {
+					errs[w] = err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// touched returns n bytes of memory backed by huge pages where the system
+// allows (as the library asks for the memory it reads files into), and
+// touched, so that no page fault is left.
+func touched(n int) []byte {
+	b := make([]byte, n)
+	unix.Madvise(b, unix.MADV_HUGEPAGE) // rounded to whole pages by the kernel or refused: a hint
+	for i := range b {
+		b[i] = 1
+	}
+	return b
+}
+
+// warm reads the whole file through the page cache.
+func warm(b *testing.B, path string) {
+	b.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 16<<20)
+	for off := int64(0); ; off += int64(len(buf)) {
+		n, _ := f.ReadAt(buf, off)
+		if n < len(buf) {
+			return
+		}
+	}
+}
+
+// BenchmarkLoad reads a 2 GiB file of 64 tensors of 32 MiB (non-zero
+// bytes), page cache warm, four ways in alternating rounds:
+//
+//   - ceiling: N goroutines reading the data section's 16 MiB chunks with
+//     pread into a buffer allocated and touched beforehand;
+//   - readall: Open with ReadAll, which now reads with N goroutines into
+//     memory it allocates;
+//   - loader: a Loader into a Buffer of 512 MiB kept from round to round,
+//     each tensor handed over and dropped;
+//   - sequential: what ReadAll did before, one ReadAt of the data section
+//     into new memory.
+//
+// Metrics: each side's fastest round, readall-x and loader-x (ceiling time
+// / side time, 1 = as fast as the ceiling), speedup (sequential time /
+// readall time).
+func BenchmarkLoad(b *testing.B) {
+	path := createFile(b, b.TempDir(), "load.safetensors", 64, loadFileSize(), false)
+	defer os.Remove(path)
+	r, err := safetensors.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	off, size := int64(r.Header().DataOffset()), int(r.Header().DataLen())
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	ceilBuf := touched(size)
+	loaderBuf := touched(512 << 20)
+	workers := loadWorkers()
+	sides := []struct {
+		name string
+		run  func() error
+	}{
+		{"ceiling", func() error { return preadCeiling(f, ceilBuf, off, workers, loadChunk) }},
+		{"readall", func() error {
+			r, err := safetensors.Open(path, safetensors.ReadAll())
+			if err != nil {
+				return err
+			}
+			return r.Close()
+		}},
+		{"loader", func() error {
+			l := &safetensors.Loader{Buffer: loaderBuf}
+			for _, err := range l.Load(context.Background(), r) {
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+		{"sequential", func() error {
+			buf := make([]byte, size)
+			_, err := f.ReadAt(buf, off)
+			return err
+		}},
+	}
+	warm(b, path)
+	b.SetBytes(int64(size))
+	best := make([]time.Duration, len(sides))
+	round := 0
+	for b.Loop() {
+		for k := range sides {
+			i := (k + round) % len(sides)
+			b.StopTimer()
+			runtime.GC()
+			debug.FreeOSMemory()
+			b.StartTimer()
+			start := time.Now()
+			if err := sides[i].run(); err != nil {
+				b.Fatal(err)
+			}
+			if elapsed := time.Since(start); best[i] == 0 || elapsed < best[i] {
+				best[i] = elapsed
+			}
+		}
+		round++
+	}
+	gbps := func(d time.Duration) float64 { return float64(size) / d.Seconds() / 1e9 }
+	for i, s := range sides {
+		b.ReportMetric(gbps(best[i]), s.name+"-GB/s")
+	}
+	b.ReportMetric(best[0].Seconds()/best[1].Seconds(), "readall-x")
+	b.ReportMetric(best[0].Seconds()/best[2].Seconds(), "loader-x")
+	b.ReportMetric(best[3].Seconds()/best[1].Seconds(), "speedup")
+	b.ReportMetric(float64(workers), "goroutines")
+}
+
+// BenchmarkLoadMemoryLimit loads the 2 GiB file with a Loader of its own
+// memory limited to M = 512 MiB, page cache warm, alternating with the
+// pread ceiling, and reports the loader's throughput against the
+// ceiling's (loader-x) and the growth of the process's peak resident set
+// during the load against M (rss-over-limit-MiB: peak growth - M, which
+// must stay small).
+func BenchmarkLoadMemoryLimit(b *testing.B) {
+	const limit = 512 << 20
+	path := createFile(b, b.TempDir(), "load.safetensors", 64, loadFileSize(), false)
+	defer os.Remove(path)
+	r, err := safetensors.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	off, size := int64(r.Header().DataOffset()), int(r.Header().DataLen())
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	// The ceiling reads into a buffer of M bytes, the chunks of each
+	// round of reads reusing it, as the loader reuses its memory.
+	ceilBuf := touched(limit)
+	workers := loadWorkers()
+	ceiling := func() error {
+		for b := 0; b < size; b += limit {
+			n := min(limit, size-b)
+			if err := preadCeiling(f, ceilBuf[:n], off+int64(b), workers, loadChunk); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var peakGrowth, base int64
+	prepare := func() {
+		runtime.GC()
+		debug.FreeOSMemory()
+		base = resetPeakRSS()
+	}
+	loader := func() error {
+		l := &safetensors.Loader{MemoryLimit: limit}
+		for _, err := range l.Load(context.Background(), r) {
+			if err != nil {
+				return err
+			}
+		}
+		if base > 0 {
+			peakGrowth = max(peakGrowth, peakRSS()-base)
+		}
+		return nil
+	}
+	warm(b, path)
+	b.SetBytes(int64(size))
+	sides := []func() error{ceiling, loader}
+	best := make([]time.Duration, 2)
+	round := 0
+	for b.Loop() {
+		for k := range 2 {
+			i := (k + round) % 2
+			b.StopTimer()
+			prepare()
+			b.StartTimer()
+			start := time.Now()
+			if err := sides[i](); err != nil {
+				b.Fatal(err)
+			}
+			if elapsed := time.Since(start); best[i] == 0 || elapsed < best[i] {
+				best[i] = elapsed
+			}
+		}
+		round++
+	}
+	b.ReportMetric(best[0].Seconds()/best[1].Seconds(), "loader-x")
+	b.ReportMetric(float64(peakGrowth)/(1<<20), "peak-rss-growth-MiB")
+	b.ReportMetric(float64(peakGrowth-limit)/(1<<20), "rss-over-limit-MiB")
+}
+
+// BenchmarkLoadNoCache loads the 2 GiB file with NoCache and a Loader of
+// 256 MiB, the file dropped from the page cache first, and reports how
+// much resident memory plus page cache ("Cached" of /proc/meminfo, which
+// other processes move too) grew during the load, per byte of file
+// (mem-x, at most 1.1 asked), and its throughput against the pread
+// ceiling reading the same file from the disk, dropped from the cache
+// before each round (cold-x), and against the ceiling with the page cache
+// warm (warm-x). Linux only.
+func BenchmarkLoadNoCache(b *testing.B) {
+	if runtime.GOOS != "linux" {
+		b.Skip("needs /proc/meminfo and posix_fadvise")
+	}
+	path := createFile(b, b.TempDir(), "load.safetensors", 64, loadFileSize(), false)
+	defer os.Remove(path)
+	r, err := safetensors.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	off, size := int64(r.Header().DataOffset()), int(r.Header().DataLen())
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	info, _ := f.Stat()
+	drop := func() {
+		unix.Fdatasync(int(f.Fd()))
+		unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
+	}
+	ceilBuf := touched(size)
+	workers := loadWorkers()
+	ceiling := func() error { return preadCeiling(f, ceilBuf, off, workers, loadChunk) }
+	var growth, cached, base int64
+	prepare := func() {
+		runtime.GC()
+		debug.FreeOSMemory()
+		cached = meminfo("Cached:")
+		base = resetPeakRSS()
+	}
+	noCache := func() error {
+		l := &safetensors.Loader{MemoryLimit: 256 << 20, NoCache: true}
+		for _, err := range l.Load(context.Background(), r) {
+			if err != nil {
+				return err
+			}
+		}
+		growth = max(growth, peakRSS()-base+meminfo("Cached:")-cached)
+		return nil
+	}
+	b.SetBytes(int64(size))
+	var bestCold, bestWarm, bestLoad time.Duration
+	timed := func(best *time.Duration, run func() error) {
+		start := time.Now()
+		if err := run(); err != nil {
+			b.Fatal(err)
+		}
+		if elapsed := time.Since(start); *best == 0 || elapsed < *best {
+			*best = elapsed
+		}
+	}
+	for b.Loop() {
+		drop()
+		timed(&bestCold, ceiling) // fills the cache
+		timed(&bestWarm, ceiling)
+		drop()
+		b.StopTimer()
+		prepare()
+		b.StartTimer()
+		timed(&bestLoad, noCache)
+	}
+	b.ReportMetric(float64(growth)/float64(info.Size()), "mem-x")
+	b.ReportMetric(bestCold.Seconds()/bestLoad.Seconds(), "cold-x")
+	b.ReportMetric(bestWarm.Seconds()/bestLoad.Seconds(), "warm-x")
+	b.ReportMetric(float64(size)/bestLoad.Seconds()/1e9, "nocache-GB/s")
+	b.ReportMetric(float64(size)/bestCold.Seconds()/1e9, "cold-GB/s")
+}
+
+// meminfo reads a "kB" field of /proc/meminfo, in bytes.
+func meminfo(field string) int64 {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		var kb int64
+		if n, _ := fmt.Sscanf(s.Text(), field+" %d kB", &kb); n == 1 {
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// BenchmarkOpenIndexSingle opens a model directory holding one
+// model.safetensors (256 tensors) with OpenIndex, and, alternating, does
+// what it must cost at most: Open of the file plus a listing of the
+// directory. x = OpenIndex time / (Open + listing) time, fastest rounds;
+// at most 1 asked.
+func BenchmarkOpenIndexSingle(b *testing.B) {
+	dir := b.TempDir()
+	file := createFile(b, dir, "model.safetensors", 256, 256<<20, true)
+	for i := range 3 { // config.json and the like
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("other-%d.json", i)), []byte("{}"), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	sides := []func() error{
+		func() error {
+			s, err := safetensors.OpenIndex(dir)
+			if err != nil {
+				return err
+			}
+			return s.Close()
+		},
+		func() error {
+			if _, err := os.ReadDir(dir); err != nil {
+				return err
+			}
+			r, err := safetensors.Open(file)
+			if err != nil {
+				return err
+			}
+			return r.Close()
+		},
+	}
+	best := make([]time.Duration, 2)
+	round := 0
+	for b.Loop() {
+		for k := range 2 {
+			i := (k + round) % 2
+			start := time.Now()
+			if err := sides[i](); err != nil {
+				b.Fatal(err)
+			}
+			if elapsed := time.Since(start); best[i] == 0 || elapsed < best[i] {
+				best[i] = elapsed
+			}
+		}
+		round++
+	}
+	b.ReportMetric(float64(best[0].Microseconds()), "openindex-µs")
+	b.ReportMetric(float64(best[1].Microseconds()), "open+readdir-µs")
+	b.ReportMetric(best[0].Seconds()/best[1].Seconds(), "x")
+}
