@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strings"
 	"sync/atomic"
 )
 
@@ -141,15 +142,24 @@ func readFullAt(r io.ReaderAt, p []byte, off int64) error {
 	if err == nil || err == io.EOF {
 		err = io.ErrUnexpectedEOF
 	}
-	return fmt.Errorf("%sreading %d bytes at offset %d: got %d: %w", prefix, len(p), off, n, err)
+	return fmt.Errorf("%sreading %d bytes at offset %d: got %d: %w", prefix, len(p), off, n, unprefixed{err})
 }
+
+// unprefixed is an error of a source, such as the remote package's, whose
+// message loses the package's prefix, which the chain already has.
+type unprefixed struct{ err error }
+
+func (e unprefixed) Error() string { return strings.TrimPrefix(e.err.Error(), prefix) }
+func (e unprefixed) Unwrap() error { return e.err }
 
 // NewReaderAt reads and validates the header of the safetensors file of the
 // given size that r holds, and returns a Reader that reads each tensor's
 // bytes from r when asked for it. The header takes at most two calls of
 // ReadAt: one for the first 64 KiB, which hold the whole header of most
 // files, and one for the rest of a longer one. Tensors read this way are
-// copies in new memory, and remain valid after Close.
+// copies in new memory, and remain valid after Close; since their sizes come
+// from the source, Tensor allocates at most MaxTensorAlloc bytes for one,
+// and TensorReader streams larger ones.
 //
 // r may be any random-access source: an *os.File, an in-memory
 // *bytes.Reader, or an HTTP object read with range requests (see
@@ -288,8 +298,9 @@ func (r *Reader) Metadata() map[string]string { return maps.Clone(r.h.Metadata) 
 
 // Tensor returns the named tensor. From Open and NewReader its Data is a
 // slice of the Reader's memory, read-only; from NewReaderAt it is read from
-// the source into new memory. An unknown name gives a *TensorError wrapping
-// ErrTensorNotFound.
+// the source into new memory, of at most MaxTensorAlloc bytes: a larger
+// tensor gives an error wrapping ErrTensorTooLarge, and TensorReader reads
+// it. An unknown name gives a *TensorError wrapping ErrTensorNotFound.
 func (r *Reader) Tensor(name string) (Tensor, error) {
 	if r.closed.Load() {
 		return Tensor{}, ErrClosed
@@ -334,8 +345,8 @@ func (r *Reader) tensor(i int) (Tensor, error) {
 		out.Data = r.data[b:e:e]
 		return out, nil
 	}
-	if e-b > uint64(maxInt) {
-		return Tensor{}, &TensorError{Name: t.Name, Err: errTooLarge(int64(e - b))}
+	if e-b > MaxTensorAlloc || e-b > maxInt {
+		return Tensor{}, tensorErrorf(t.Name, ErrTensorTooLarge, "%d bytes, more than the %d that Tensor allocates for a tensor read through NewReaderAt; read it with TensorReader", e-b, min(uint64(MaxTensorAlloc), maxInt))
 	}
 	out.Data = make([]byte, e-b)
 	if err := readFullAt(r.ra, out.Data, r.base+int64(b)); err != nil {
@@ -343,6 +354,21 @@ func (r *Reader) tensor(i int) (Tensor, error) {
 	}
 	return out, nil
 }
+
+// MaxTensorAlloc bounds the memory that Tensor and Tensors of a Reader from
+// NewReaderAt allocate for one tensor, whose size the source's header
+// declares: a header that claims a tensor of a terabyte must not make the
+// program allocate a terabyte. 4 GiB holds the largest tensor of every
+// published dense model (the 4.2 GB embedding of Llama 3.1 405B in BF16).
+// A larger tensor gives an error wrapping ErrTensorTooLarge; read it with
+// TensorReader, into memory of the caller's choosing, in pieces. Readers
+// from Open and NewReader allocate nothing for a tensor.
+const MaxTensorAlloc = 4 << 30
+
+// ErrTensorTooLarge is returned by Tensor and Tensors of a Reader from
+// NewReaderAt for a tensor larger than MaxTensorAlloc, or larger than this
+// platform's memory can address; TensorReader reads it.
+var ErrTensorTooLarge = errors.New("safetensors: tensor too large to read into memory at once")
 
 // maxInt is the largest int, as a uint64.
 const maxInt = uint64(^uint(0) >> 1)

@@ -2,10 +2,12 @@ package remote_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"time"
 
 	"github.com/safetensors-go/safetensors"
@@ -71,5 +73,80 @@ func ExampleStat() {
 	}
 	defer r.Close()
 	fmt.Printf("%d bytes, %d tensor, %d requests\n", f.Size(), len(r.Names()), f.Requests())
-	// Output: 65 bytes, 1 tensor, 2 requests
+	// Output: 65 bytes, 1 tensor, 1 requests
+}
+
+// Gated and private repositories of the Hugging Face Hub want the user's
+// token (HF_TOKEN in the Hugging Face tools) as a bearer token; the URL of a
+// file is https://huggingface.co/{repo}/resolve/{revision}/{file}. Here a
+// local server stands for the Hub.
+func ExampleHeader() {
+	var file bytes.Buffer
+	if err := safetensors.Write(&file, []safetensors.Tensor{{Name: "x", DType: safetensors.U8, Shape: []uint64{1}, Data: []byte{7}}}, nil); err != nil {
+		log.Fatal(err)
+	}
+	hub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer hf_example" {
+			http.Error(w, "Access to model org/gated is restricted.", http.StatusUnauthorized)
+			return
+		}
+		http.ServeContent(w, r, "model.safetensors", time.Time{}, bytes.NewReader(file.Bytes()))
+	}))
+	defer hub.Close()
+	url := hub.URL + "/org/gated/resolve/main/model.safetensors"
+
+	token := "hf_example" // os.Getenv("HF_TOKEN")
+	r, err := remote.OpenContext(context.Background(), nil, url, remote.Header("Authorization", "Bearer "+token))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer r.Close()
+	fmt.Println(r.Names())
+
+	_, err = remote.Open(nil, url) // without the token
+	fmt.Println(err != nil)
+	// Output:
+	// [x]
+	// true
+}
+
+// OpenIndex opens a model by its base URL, as transformers finds it, and a
+// safetensors.Loader reads its tensors with parallel range requests,
+// handing each over as it arrives. A local server stands for the Hugging
+// Face Hub, whose base URLs are https://huggingface.co/{repo}/resolve/{revision}.
+func ExampleOpenIndex() {
+	dir, err := os.MkdirTemp("", "model")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	var tensors []safetensors.Tensor
+	for i := range 4 {
+		data := bytes.Repeat([]byte{byte(i)}, 1000)
+		tensors = append(tensors, safetensors.Tensor{Name: fmt.Sprintf("layers.%d.weight", i), DType: safetensors.U8, Shape: []uint64{1000}, Data: data})
+	}
+	if err := safetensors.WriteSharded(dir, "model", tensors, 2000, nil); err != nil {
+		log.Fatal(err)
+	}
+	hub := httptest.NewServer(http.StripPrefix("/org/model/resolve/main", http.FileServer(http.Dir(dir))))
+	defer hub.Close()
+
+	ckpt, err := remote.OpenIndex(nil, hub.URL+"/org/model/resolve/main")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ckpt.Close()
+	fmt.Println(ckpt.Shards())
+	var total int
+	loader := &safetensors.Loader{Concurrency: 8}
+	for t, err := range loader.Load(context.Background(), ckpt) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		total += len(t.Data) // hand t to the device here
+	}
+	fmt.Println(total, "bytes")
+	// Output:
+	// [model-00001-of-00002.safetensors model-00002-of-00002.safetensors]
+	// 4000 bytes
 }

@@ -1,150 +1,368 @@
-// Package remote reads safetensors files over HTTP without downloading
-// them: the header with one or two range requests, then only the tensors
-// asked for, as a program reading a checkpoint from object storage or a
-// model hub would. Any server that honours Range requests will do.
+// Package remote reads safetensors files and sharded checkpoints over HTTP
+// without downloading them: the header with one range request (two for a
+// header over 64 KiB), then only the tensors asked for, as a program reading
+// a checkpoint from object storage or a model hub would. Any server that
+// honours Range requests will do; one that does not still gives the header.
+//
+// It trusts nothing a server says. Every ranged response is checked: its
+// status, its Content-Range (start, end and total) against the range asked
+// for and the object's size, and its body's length. The version of the
+// object seen by the first request is pinned: its strong ETag goes back as
+// If-Range on every later request (or, without one, its Last-Modified
+// date), and an answer for another version (the whole object, as If-Range
+// asks for when the version differs; a 412 Precondition Failed; a different
+// validator; a different size) fails with an error wrapping [ErrChanged];
+// so bytes from two versions of an object never mix. If-Range rather than
+// If-Match, because a server that redirects, as the Hugging Face Hub does to
+// its content delivery network, could apply If-Match to the redirect, whose
+// ETag is not the object's; If-Range applies only where a range is served.
+// Every response's own ETag and Last-Modified are compared with the pinned
+// ones too, which catches a server that ignores If-Range. A weak ETag
+// (W/"...") cannot be sent in If-Range, which compares strongly: it is
+// compared on every response instead, with Last-Modified sent where the
+// server gives one. A server that gives no validator at all can have its
+// object replaced by one of the same size without this package noticing:
+// only the size is checked.
+//
+// No call can hang forever. Every network call takes a [context.Context]
+// (the short forms use context.Background()), and every request fails after
+// [DefaultStallTimeout] without progress, waiting for the response or for
+// the next bytes of its body: a timeout on stalls, never on the whole
+// request, so that a slow read of a large tensor is not cut. Reads are
+// idempotent, so a 5xx or 429 answer (after its Retry-After, up to a cap), a
+// reset connection or a stall are retried a bounded number of times with
+// exponential backoff; see [Retries].
+//
+// # Loading
+//
+// [OpenIndex] opens a checkpoint, as safetensors.OpenIndex does one on
+// disk, reading its shards' headers in parallel. A safetensors.Loader then
+// loads its tensors at the network's speed: it reads them with several
+// range requests at once, in chunks, into memory it bounds and reuses (or
+// the caller's), and hands each tensor over as soon as it has arrived:
+//
+//	ckpt, err := remote.OpenIndexContext(ctx, nil, "https://huggingface.co/org/model/resolve/main")
+//	loader := &safetensors.Loader{Concurrency: 16, MemoryLimit: 1 << 30}
+//	for t, err := range loader.Load(ctx, ckpt) {
+//		// t.Data is valid until the next iteration
+//	}
+//
+// # Hugging Face Hub
+//
+// A file of a repository on the Hub is at
+//
+//	https://huggingface.co/{repo}/resolve/{revision}/{file}
+//
+// such as https://huggingface.co/openai-community/gpt2/resolve/main/model.safetensors,
+// where {revision} is a branch, a tag or a commit hash (pin a commit hash to
+// read the same bytes tomorrow). The Hub redirects to a content delivery
+// network; the client follows. [OpenIndex] of
+// https://huggingface.co/{repo}/resolve/{revision} opens the model as
+// transformers does: model.safetensors.index.json, else model.safetensors.
+// Gated and private repositories want a token (HF_TOKEN in the Hugging Face
+// tools), sent with [Header]:
+//
+//	remote.Header("Authorization", "Bearer "+os.Getenv("HF_TOKEN"))
+//
+// net/http's Client does not forward the Authorization header on a redirect
+// to another host, so the token is not sent to the content delivery network
+// (whose URLs are signed).
 //
 // It is a separate package so that programs reading local files do not link
 // net/http.
 package remote
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/safetensors-go/safetensors"
 )
 
-// File is a remote object read with HTTP range requests. It implements
-// io.ReaderAt and is safe for concurrent use, as io.ReaderAt requires.
+var (
+	// ErrChanged is returned when the object at a URL is not the version
+	// the first request saw: the server answered a range request with the
+	// whole object (as If-Range asks for when the version differs) or with
+	// 412 Precondition Failed, or gave another ETag, Last-Modified or total
+	// size. The error names the URL and what
+	// changed. Open the object again to read the new version.
+	ErrChanged = errors.New("safetensors: remote object changed")
+
+	// ErrNoRange is returned for a read of bytes past the header from a
+	// server that answers Range requests with the whole object (200 OK),
+	// such as Python's http.server: download the file instead.
+	ErrNoRange = errors.New("safetensors: server does not support range requests")
+
+	// ErrBadResponse is returned for a response that does not answer its
+	// request: a Content-Range other than the range asked for, or none, a
+	// body shorter or longer than that range, a 200 OK from a server that
+	// honoured ranges before.
+	ErrBadResponse = errors.New("safetensors: invalid response")
+
+	// ErrStalled is returned when a request made no progress for the stall
+	// timeout: no response, or no new byte of its body.
+	ErrStalled = errors.New("safetensors: remote read stalled")
+)
+
+// The defaults of the options.
+const (
+	// DefaultStallTimeout is how long a request may wait for its response,
+	// or for the next bytes of its body, before it fails with ErrStalled
+	// (and is retried).
+	DefaultStallTimeout = 30 * time.Second
+
+	// DefaultRetries is how many times a failed read is retried.
+	DefaultRetries = 4
+
+	// MaxRetryAfter is the longest Retry-After a read waits; a server that
+	// asks for more gets an error instead.
+	MaxRetryAfter = 30 * time.Second
+)
+
+// An Option changes how a File, a Reader or a checkpoint is read. Pass
+// options to [OpenContext], [Stat], [OpenIndex] and their Context forms.
+type Option func(*config) error
+
+type config struct {
+	header   http.Header
+	stall    time.Duration
+	retries  int
+	readOpts []safetensors.ReadOption
+}
+
+func newConfig(opts []Option) (*config, error) {
+	c := &config{header: make(http.Header), stall: DefaultStallTimeout, retries: DefaultRetries}
+	for _, o := range opts {
+		if err := o(c); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// Header returns an option that adds a header to every request, such as
+// ("Authorization", "Bearer "+token) for a gated repository or a private
+// bucket. net/http's Client drops Authorization, Cookie and
+// WWW-Authenticate on a redirect to another domain.
+func Header(key, value string) Option {
+	return func(c *config) error {
+		if key == "" || strings.ContainsAny(key, " :\r\n") || strings.ContainsAny(value, "\r\n") {
+			return fmt.Errorf("safetensors: invalid request header %q", key)
+		}
+		c.header.Add(key, value)
+		return nil
+	}
+}
+
+// StallTimeout returns an option that sets how long a request may wait for
+// its response or for the next bytes of its body (DefaultStallTimeout). It
+// bounds stalls, not the whole request: a read that keeps receiving bytes
+// never times out. Zero or less means no limit.
+func StallTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		c.stall = d
+		return nil
+	}
+}
+
+// Retries returns an option that sets how many times a request is retried
+// after a 5xx or 429 answer, a reset connection, a response that ends early
+// or a stall (DefaultRetries), but not after a failure to connect: after
+// about 0.1 s, 0.2 s, 0.4 s and so on, up to 5 s, or after the answer's
+// Retry-After when it gives one of at most MaxRetryAfter. Zero means no
+// retry.
+func Retries(n int) Option {
+	return func(c *config) error {
+		if n < 0 {
+			return fmt.Errorf("safetensors: negative retry count %d", n)
+		}
+		c.retries = n
+		return nil
+	}
+}
+
+// ReadOptions returns an option that passes options to the
+// safetensors.NewReaderAt that OpenContext and OpenIndexContext call, such
+// as safetensors.Strict().
+func ReadOptions(opts ...safetensors.ReadOption) Option {
+	return func(c *config) error {
+		c.readOpts = append(c.readOpts, opts...)
+		return nil
+	}
+}
+
+// DefaultClient is the client used when a nil one is given: one with
+// http.DefaultTransport's settings and timeouts on each step that can stall
+// (dial 30 s, TLS handshake 10 s, response header 30 s, which a longer
+// StallTimeout does not lengthen), no timeout on the whole request, and up
+// to 64 idle connections per host, so that parallel range reads reuse
+// them.
+var DefaultClient = &http.Client{Transport: defaultTransport()}
+
+func defaultTransport() http.RoundTripper {
+	t, ok := http.DefaultTransport.(*http.Transport)
+	if !ok {
+		return http.DefaultTransport
+	}
+	t = t.Clone()
+	t.ResponseHeaderTimeout = DefaultStallTimeout
+	t.TLSHandshakeTimeout = 10 * time.Second
+	t.MaxIdleConnsPerHost = 64
+	return t
+}
+
+// File is a remote object read with HTTP range requests, pinned to the
+// version its first request saw. It implements io.ReaderAt and is safe for
+// concurrent use, as io.ReaderAt requires.
+//
+// A File keeps the context it was made with, as an http.Request does: its
+// reads fail once that context is done. WithContext gives a File that reads
+// the same object under another context.
 type File struct {
-	client   *http.Client
-	url      string
-	size     int64
+	*object
+	ctx context.Context
+}
+
+// object is what the Files of one object share.
+type object struct {
+	client *http.Client
+	url    string
+	cfg    *config
+	size   int64
+	ranged bool   // the server honours Range requests
+	head   []byte // the object's first bytes, from the first request
+
+	// The validators of the first response, which every later one must
+	// match: etag only when strong, weakETag otherwise.
+	etag, weakETag, lastModified string
+
 	requests atomic.Int64
 }
 
-// Stat asks the server for the size of the object at url, with a HEAD
-// request or, where the server refuses HEAD (as URLs signed for GET alone
-// do), a GET of its first byte, whose Content-Range gives the size; it
-// returns a File that reads the object. A nil client means
-// http.DefaultClient.
-func Stat(client *http.Client, url string) (*File, error) {
+// Stat is StatContext with context.Background().
+func Stat(client *http.Client, url string, opts ...Option) (*File, error) {
+	return StatContext(context.Background(), client, url, opts...)
+}
+
+// StatContext returns a File that reads the object at url, after one
+// ranged GET of its first 64 KiB, which gives its size (from
+// Content-Range), its version (ETag, Last-Modified) and the bytes that hold
+// the header of most safetensors files, kept so that reading them again
+// costs no request. From a server that ignores Range, it reads the start of
+// the whole object it is sent, enough for the header and at most 8 bytes
+// more than safetensors.MaxHeaderSize, and closes the connection; the
+// File's later reads past those bytes fail with ErrNoRange. A nil client
+// means DefaultClient.
+func StatContext(ctx context.Context, client *http.Client, url string, opts ...Option) (*File, error) {
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
 	if client == nil {
-		client = http.DefaultClient
+		client = DefaultClient
 	}
-	f := &File{client: client, url: url}
-	f.requests.Add(1)
-	resp, err := client.Head(url)
-	if err != nil {
+	o := &object{client: client, url: url, cfg: cfg}
+	if err := o.probe(ctx); err != nil {
 		return nil, err
 	}
-	resp.Body.Close()
-	switch {
-	case resp.StatusCode == http.StatusOK && resp.ContentLength >= 0:
-		f.size = resp.ContentLength
-		return f, nil
-	case resp.StatusCode == http.StatusOK:
-		return nil, fmt.Errorf("HEAD %s: no Content-Length", url)
-	case resp.StatusCode != http.StatusForbidden && resp.StatusCode != http.StatusMethodNotAllowed:
-		return nil, fmt.Errorf("HEAD %s: %s", url, resp.Status)
-	}
-	size, err := f.sizeFromRange()
-	if err != nil {
-		return nil, err
-	}
-	f.size = size
-	return f, nil
+	return &File{object: o, ctx: ctx}, nil
 }
 
-// sizeFromRange asks for the first byte of the object and returns the
-// size that the Content-Range of the answer gives.
-func (f *File) sizeFromRange() (int64, error) {
-	f.requests.Add(1)
-	req, err := http.NewRequest(http.MethodGet, f.url, nil)
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Range", "bytes=0-0")
-	resp, err := f.client.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusPartialContent {
-		return 0, fmt.Errorf("GET %s bytes 0-0: %s", f.url, resp.Status)
-	}
-	// Content-Range: bytes 0-0/SIZE
-	cr := resp.Header.Get("Content-Range")
-	i := strings.LastIndexByte(cr, '/')
-	size, err := strconv.ParseInt(cr[i+1:], 10, 64)
-	if i < 0 || err != nil || size < 1 {
-		return 0, fmt.Errorf("GET %s bytes 0-0: Content-Range %q gives no size", f.url, cr)
-	}
-	return size, nil
-}
-
-// Open reads and validates the header of the safetensors file at url, as
-// safetensors.NewReaderAt does, with a HEAD request and one or two range
-// requests, and returns a Reader that fetches each tensor with one more
-// range request when it is asked for. A nil client means
-// http.DefaultClient.
+// Open is OpenContext with context.Background() and the default options;
+// opts go to safetensors.NewReaderAt. Use OpenContext to send headers or
+// change the timeouts.
 func Open(client *http.Client, url string, opts ...safetensors.ReadOption) (*safetensors.Reader, error) {
-	f, err := Stat(client, url)
+	return OpenContext(context.Background(), client, url, ReadOptions(opts...))
+}
+
+// OpenContext reads and validates the header of the safetensors file at
+// url, as safetensors.NewReaderAt does, with one range request (two for a
+// header longer than 64 KiB), and returns a Reader that fetches each tensor
+// with one more range request when it is asked for; see StatContext. A nil
+// client means DefaultClient.
+//
+// ctx governs the Reader's later reads too: they fail once it is done.
+// Pass the options of safetensors.NewReaderAt with ReadOptions.
+func OpenContext(ctx context.Context, client *http.Client, url string, opts ...Option) (*safetensors.Reader, error) {
+	f, err := StatContext(ctx, client, url, opts...)
 	if err != nil {
 		return nil, err
 	}
-	r, err := safetensors.NewReaderAt(f, f.Size(), opts...)
+	r, err := safetensors.NewReaderAt(f, f.Size(), f.cfg.readOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", url, err)
 	}
 	return r, nil
 }
 
+// ReadAtContext is ReadAt under ctx rather than the File's context.
+func (f *File) ReadAtContext(ctx context.Context, p []byte, off int64) (int, error) {
+	return f.WithContext(ctx).ReadAt(p, off)
+}
+
+// WithContext returns a File reading the same object, with the same
+// pinned version and request count, under ctx.
+func (f *File) WithContext(ctx context.Context) *File {
+	return &File{object: f.object, ctx: ctx}
+}
+
+// URL returns the object's URL.
+func (f *File) URL() string { return f.url }
+
 // Size returns the object's size in bytes, as the server gave it.
 func (f *File) Size() int64 { return f.size }
 
-// Requests returns the number of HTTP requests made so far, Stat's
-// included.
+// Version returns the validator that pins the object's version: its strong
+// ETag, else its weak ETag, else its Last-Modified date, else "".
+func (f *File) Version() string {
+	switch {
+	case f.etag != "":
+		return f.etag
+	case f.weakETag != "":
+		return f.weakETag
+	}
+	return f.lastModified
+}
+
+// Ranged reports whether the server honours Range requests. If not, only
+// the first bytes that StatContext read can be read.
+func (f *File) Ranged() bool { return f.ranged }
+
+// Requests returns the number of HTTP requests made so far, the first and
+// retries included.
 func (f *File) Requests() int64 { return f.requests.Load() }
 
-// ReadAt implements io.ReaderAt with one range request.
+// ReadAt implements io.ReaderAt with one range request, or none for the
+// bytes the first request brought. It retries as Retries says, and fails
+// with an error wrapping ErrChanged, ErrBadResponse, ErrNoRange or
+// ErrStalled when the server does not give the bytes of the pinned version.
 func (f *File) ReadAt(p []byte, off int64) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
 	if off < 0 {
-		return 0, fmt.Errorf("GET %s: negative offset %d", f.url, off)
+		return 0, fmt.Errorf("safetensors: GET %s: negative offset %d", f.url, off)
 	}
 	if off >= f.size {
 		return 0, io.EOF
 	}
-	end := min(off+int64(len(p)), f.size) // exclusive
-	f.requests.Add(1)
-	req, err := http.NewRequest(http.MethodGet, f.url, nil)
-	if err != nil {
-		return 0, err
+	want := p[:min(int64(len(p)), f.size-off)]
+	if off+int64(len(want)) <= int64(len(f.head)) {
+		copy(want, f.head[off:])
+	} else if !f.ranged {
+		return 0, fmt.Errorf("%w: GET %s answered a Range request with the whole object (200 OK); only its first %d bytes were read, and bytes %d-%d are wanted: download the file",
+			ErrNoRange, f.url, len(f.head), off, off+int64(len(want))-1)
+	} else if n, err := f.readRange(f.ctx, want, off); err != nil {
+		return n, err
 	}
-	req.Header.Set("Range", "bytes="+strconv.FormatInt(off, 10)+"-"+strconv.FormatInt(end-1, 10))
-	resp, err := f.client.Do(req)
-	if err != nil {
-		return 0, err
+	if len(want) < len(p) {
+		return len(want), io.EOF // the object ends within p
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusPartialContent {
-		// A server that ignores Range would send the whole object.
-		return 0, fmt.Errorf("GET %s bytes %d-%d: %s", f.url, off, end-1, resp.Status)
-	}
-	n, err := io.ReadFull(resp.Body, p[:end-off])
-	if errors.Is(err, io.ErrUnexpectedEOF) {
-		return n, fmt.Errorf("GET %s bytes %d-%d: the response ended after %d bytes: %w", f.url, off, end-1, n, err)
-	}
-	if err == nil && end-off < int64(len(p)) {
-		err = io.EOF // the object ends within p
-	}
-	return n, err
+	return len(p), nil
 }

@@ -6,17 +6,14 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/safetensors-go/safetensors"
 	"github.com/safetensors-go/safetensors/dataset"
-	"github.com/safetensors-go/safetensors/remote"
 )
 
 func runInspect(args []string, stdout, stderr io.Writer) int {
@@ -25,8 +22,9 @@ data section), its metadata, and totals by dtype. FILE may be an http:// or http
 URL, of which only the header is read, with range requests; a sharded checkpoint
 (its *.safetensors.index.json or its directory), listed shard by shard; or the
 directory of a safetensors-spark dataset (dataset_manifest.json), whose mode,
-schema and shards are listed.`)
+schema and shards are listed.`+remoteHelp)
 	asJSON := fs.Bool("json", false, "print JSON instead of tables")
+	addRemoteFlags(fs)
 	operands, status, ok := parse(fs, args, stdout)
 	if !ok {
 		return status
@@ -40,7 +38,7 @@ schema and shards are listed.`)
 	}
 	var s summary
 	if isCheckpoint(name) {
-		sh, err := safetensors.OpenIndex(name)
+		sh, err := openIndex(name)
 		if errors.Is(err, safetensors.ErrUnlistedTensor) {
 			fmt.Fprintf(stderr, "safetensors inspect: warning: %v\n", err)
 		} else if err != nil {
@@ -75,8 +73,8 @@ schema and shards are listed.`)
 
 // openAny opens a local file, or a remote one for an http or https URL.
 func openAny(name string) (*safetensors.Reader, error) {
-	if strings.HasPrefix(name, "http://") || strings.HasPrefix(name, "https://") {
-		return remote.Open(&http.Client{Timeout: time.Minute}, name)
+	if isURL(name) {
+		return openURL(name)
 	}
 	return safetensors.Open(name) // its errors name the file
 }
@@ -137,6 +135,9 @@ func inspectDataset(dir string, asJSON bool, stdout, stderr io.Writer) int {
 // isCheckpoint reports whether name is a sharded checkpoint: its index
 // file, or a directory.
 func isCheckpoint(name string) bool {
+	if isURL(name) {
+		return isCheckpointURL(name)
+	}
 	if strings.HasSuffix(name, safetensors.IndexSuffix) {
 		return true
 	}

@@ -4,8 +4,8 @@
 // Usage:
 //
 //	safetensors inspect [--json] FILE|URL
-//	safetensors validate [--values] FILE...
-//	safetensors stats FILE [NAME...]
+//	safetensors validate [--values] FILE|URL...
+//	safetensors stats FILE|URL [NAME...]
 //	safetensors convert --dtype F16|BF16|F32 [--rounding nearest|truncate] IN OUT
 //
 // Each subcommand prints its help with -h. The exit status is 0 when all is
@@ -44,8 +44,8 @@ var commands []command
 func init() {
 	commands = []command{
 		{"inspect", "[--json] FILE|URL", "list the tensors, metadata and totals of a file", runInspect},
-		{"validate", "[--values] FILE...", "check files as the reference implementation does", runValidate},
-		{"stats", "FILE [NAME...]", "min, max, mean, standard deviation, NaNs and Infs of tensors", runStats},
+		{"validate", "[--values] FILE|URL...", "check files as the reference implementation does", runValidate},
+		{"stats", "FILE|URL [NAME...]", "min, max, mean, standard deviation, NaNs and Infs of tensors", runStats},
 		{"convert", "--dtype F16|BF16|F32 [--rounding nearest|truncate] IN OUT", "cast the float tensors of a file", runConvert},
 	}
 }

@@ -17,7 +17,8 @@ number of values, the minimum, maximum, mean and standard deviation of the
 finite ones, and the number of NaN and Inf values, computed in one pass over
 the file with float64 arithmetic (safetensors.Tensor.Stats). Tensors of types
 with no real value (C64, F4, F6) are listed with dashes. FILE may also be a
-checkpoint: its index or its directory, whose tensors are listed by name.`)
+checkpoint: its index or its directory, whose tensors are listed by name.`+remoteHelp)
+	addRemoteFlags(fs)
 	operands, status, ok := parse(fs, args, stdout)
 	if !ok {
 		return status
@@ -28,7 +29,7 @@ checkpoint: its index or its directory, whose tensors are listed by name.`)
 	path, names := operands[0], operands[1:]
 	var r tensorSource
 	if isCheckpoint(path) {
-		sh, err := safetensors.OpenIndex(path)
+		sh, err := openIndex(path)
 		if err != nil && !errors.Is(err, safetensors.ErrUnlistedTensor) {
 			fmt.Fprintf(stderr, "safetensors stats: %s: %v\n", path, err)
 			return exitFail
@@ -38,7 +39,7 @@ checkpoint: its index or its directory, whose tensors are listed by name.`)
 			names = sh.Names()
 		}
 	} else {
-		f, err := safetensors.Open(path)
+		f, err := openAny(path)
 		if err != nil {
 			fmt.Fprintf(stderr, "safetensors stats: %s: %v\n", path, err)
 			return exitFail

@@ -15,8 +15,9 @@ crate) does, and prints its verdict: ok, or the error that rejects the file. A
 FILE may also be a sharded checkpoint (its *.safetensors.index.json, or its
 directory), whose index is checked against every shard.
 With --values it also reads the values of the float tensors and reports those
-holding NaN or Inf. The status is 1 if a file is invalid or holds such values.`)
+holding NaN or Inf. The status is 1 if a file is invalid or holds such values.`+remoteHelp)
 	values := fs.Bool("values", false, "also scan float tensors for NaN and Inf")
+	addRemoteFlags(fs)
 	operands, status, ok := parse(fs, args, stdout)
 	if !ok {
 		return status
@@ -48,7 +49,7 @@ func validate(w io.Writer, name string, values bool) bool {
 	var err error
 	if isCheckpoint(name) {
 		var sh *safetensors.Sharded
-		sh, err = safetensors.OpenIndex(name)
+		sh, err = openIndex(name)
 		if errors.Is(err, safetensors.ErrUnlistedTensor) {
 			fmt.Fprintf(w, "%s: warning: %v\n", name, err)
 			err = nil
@@ -59,7 +60,7 @@ func validate(w io.Writer, name string, values bool) bool {
 		}
 	} else {
 		var r *safetensors.Reader
-		if r, err = safetensors.Open(name); err == nil {
+		if r, err = openAny(name); err == nil {
 			src, sum = r, summarize(name, r.Header())
 			fmt.Fprintf(w, "%s: ok, %d tensors, %d bytes of data\n", name, len(sum.Tensors), sum.DataBytes)
 		}

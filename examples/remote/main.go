@@ -1,18 +1,27 @@
 // Command remote reads a safetensors file over HTTP without downloading it:
-// the header with one or two range requests, then only the tensors asked
-// for, as a program reading a checkpoint from object storage would.
+// the header with one range request (two for a header over 64 KiB), then
+// only the tensors asked for, as a program reading a checkpoint from object
+// storage or the Hugging Face Hub would.
 //
 //	go run ./examples/remote URL [TENSOR...]
+//	HF_TOKEN=hf_... go run ./examples/remote https://huggingface.co/{repo}/resolve/main/model.safetensors
+//
+// For a gated or private repository, the token in HF_TOKEN goes with every
+// request as "Authorization: Bearer ...", through remote.Header. Ctrl-C
+// cancels the reads through their context.
 //
 // The remote package does the HTTP: remote.Open is all most programs need;
-// this one uses remote.Stat and safetensors.NewReaderAt to count requests.
+// this one uses remote.StatContext and safetensors.NewReaderAt to count
+// requests.
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"os/signal"
 
 	"github.com/safetensors-go/safetensors"
 	"github.com/safetensors-go/safetensors/remote"
@@ -23,16 +32,23 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: remote URL [TENSOR...]")
 		os.Exit(2)
 	}
-	if err := run(os.Stdout, http.DefaultClient, os.Args[1], os.Args[2:]...); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	var opts []remote.Option
+	if token := os.Getenv("HF_TOKEN"); token != "" {
+		opts = append(opts, remote.Header("Authorization", "Bearer "+token))
+	}
+	if err := run(ctx, os.Stdout, nil, os.Args[1], os.Args[2:], opts...); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 }
 
 // run lists the tensors of the file at url, and the first bytes of the
-// named ones.
-func run(w io.Writer, client *http.Client, url string, names ...string) error {
-	src, err := remote.Stat(client, url)
+// named ones. A nil client is remote.DefaultClient, which times out on
+// stalls, never on a slow but steady read.
+func run(ctx context.Context, w io.Writer, client *http.Client, url string, names []string, opts ...remote.Option) error {
+	src, err := remote.StatContext(ctx, client, url, opts...)
 	if err != nil {
 		return err
 	}
