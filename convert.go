@@ -20,10 +20,14 @@ const (
 	RoundNearestEven Rounding = iota
 
 	// Truncate drops the bits that do not fit, rounding toward zero in
-	// magnitude, as the Spark safetensors connector does. For F16, a value
-	// whose exponent does not fit (2^16 and up) becomes ±Inf, and subnormal
-	// results are truncated too. For BF16 the result is the top 16 bits of
-	// the float32.
+	// magnitude. For F16, a value whose exponent does not fit (2^16 and up)
+	// becomes ±Inf, and subnormal results are truncated too. For BF16 the
+	// result is the top 16 bits of the float32. NaNs stay NaNs of the same
+	// sign in both (a quiet bit is set where the kept bits would read as
+	// Inf). The Spark safetensors connector truncates too, but differs: it
+	// flushes F16 results below 2^-14 to zero, writes every NaN as the
+	// quiet NaN of its sign, and quiets signalling NaNs for BF16; the
+	// dataset subpackage encodes as the connector does.
 	Truncate
 )
 

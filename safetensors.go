@@ -53,7 +53,7 @@
 //
 // [F16ToF32], [BF16ToF32], [F32ToF16] and [F32ToBF16] convert single values,
 // exactly or with a chosen [Rounding]: to nearest even, as PyTorch and NumPy
-// do, or by truncation, as the Spark connector does. The bulk forms convert
+// do, or by truncation. The bulk forms convert
 // slices and tensor bytes into a buffer the caller supplies, and
 // [TensorFromFloat32s] builds a tensor for writing. On amd64 the bulk
 // conversions use F16C and AVX2 when the CPU has them, and AVX-512's BF16
