@@ -210,6 +210,81 @@ func TestJSONRules(t *testing.T) {
 	}
 }
 
+// TestNumberRange checks which numbers the reference rejects as out of range:
+// serde_json without its "float_roundtrip" feature parses them with a rule of
+// its own, not correctly rounded, and does so in the fields it ignores too.
+// Every verdict here was obtained from the reference itself (the safetensors
+// crate 0.8.0 with serde_json 1.0.154, default features), not derived from
+// our rule; ok is true where it accepts the header.
+func TestNumberRange(t *testing.T) {
+	tests := []struct {
+		value string
+		ok    bool
+	}{
+		// Correct rounding would give the opposite verdict on these.
+		{`1.7976931348623158e308`, false},
+		{`-1.7976931348623158e308`, false},
+		{`1.79769313486231581e308`, true},
+		{`1.797693134862315708145274237317043567981e308`, false},
+		{`17976931348623158e292`, false},
+		{`179769313486231570000e288`, false},
+		{`0.0179769313486231564140832e310`, false},
+		{`0.00179769313486231572954660176691666e311`, false},
+		{`-0.17976931348623156618358903579100845e309`, false},
+		{`0.0000179769313486231574791536e313`, false},
+		// Near the limit, both ways.
+		{`1.7976931348623157e308`, true},
+		{`1.7976931348623159e308`, false},
+		{`17976931348623157e292`, true},
+		{`0.17976931348623157e309`, true},
+		{`0.17976931348623159122e309`, false},
+		{`-0.0000179769313486231566e310`, true},
+		{`1844674407370955917.8e285`, true},
+		{`1844674407370955840395.148e287`, false},
+		{`18446744073709551615e289`, false},
+		{`18446744073709551616e288`, true},
+		{`18446744073709551616.0e290`, false},
+		{`1.8446744073709551616e307`, true},
+		{`1e308`, true}, {`1E+308`, true}, {`1e309`, false}, {`10e308`, false}, {`0.1e309`, true}, {`-1e309`, false},
+		// Long integers are floats to serde_json; a u64 is not.
+		{`18446744073709551615`, true}, {`18446744073709551616`, true},
+		{"1" + strings.Repeat("0", 308), true}, {"1" + strings.Repeat("0", 309), false},
+		{"17976931348623157" + strings.Repeat("0", 292), false}, // 1.7976931348623157e308 written out
+		{"179769313486231581" + strings.Repeat("0", 291), false},
+		{"0." + strings.Repeat("0", 400) + "1e700", true},
+		// Exponents beyond an i32, zeros, negative exponents, signs.
+		{`1e2147483647`, false}, {`1e2147483648`, false}, {`0e2147483648`, true}, {`0e999999999999`, true},
+		{`0.0e400`, true}, {`1e-2147483648`, true}, {`1e-99999999999`, true}, {`1E-400`, true},
+		{`4.9e-324`, true}, {`2.5e-324`, true}, {`-0`, true}, {`-0.0`, true}, {`-0e5`, true}, {`0`, true},
+		// Not numbers at all.
+		{`00`, false}, {`1.e5`, false}, {`1e+`, false}, {`--1`, false}, {`1.5e+-3`, false},
+	}
+	headers := []func(string) string{
+		func(v string) string { return `{"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"x":` + v + `}}` },
+		func(v string) string {
+			return `{"w":{"x":[{"y":[1,` + v + `]}],"dtype":"U8","shape":[1],"data_offsets":[0,1]}}`
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.value[:min(len(tt.value), 40)], func(t *testing.T) {
+			for _, h := range headers {
+				_, err := NewReader(file(h(tt.value), 0))
+				if tt.ok {
+					assert.NoError(t, err)
+				} else {
+					assert.ErrorIs(t, err, ErrInvalidHeader)
+				}
+				_, err = ReadHeader(bytes.NewReader(file(h(tt.value), 0)))
+				if tt.ok {
+					assert.NoError(t, err)
+				} else {
+					assert.ErrorIs(t, err, ErrInvalidHeader)
+				}
+			}
+		})
+	}
+}
+
 // TestDepth checks the nesting limit: 127 levels, the header object
 // included, in every place where a value can nest.
 func TestDepth(t *testing.T) {
