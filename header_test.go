@@ -2,6 +2,7 @@ package safetensors
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -283,6 +284,88 @@ func TestNumberRange(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestNotSafetensors checks the errors for files of other formats, which the
+// reference rejects with HeaderTooLarge since their first eight bytes make a
+// huge header length: the verdict stays, and the message says what the file
+// looks like.
+func TestNotSafetensors(t *testing.T) {
+	pad := func(s string) []byte { return append([]byte(s), make([]byte, 200)...) }
+	tests := []struct {
+		name string
+		data []byte
+		want string // in the message of NewReader and NewReaderAt
+		// in the message of ReadHeader, which has the first 8 bytes only
+		wantStream string
+	}{
+		{"zip", pad("PK\x03\x04\x14\x00\x00\x00\x08\x00archive/data.pkl"), "zip archive, such as a PyTorch checkpoint", ""},
+		{"pickle", pad("\x80\x02}q\x00(X\x06\x00\x00\x00weight"), "Python pickle", ""},
+		{"pickle_v4", pad("\x80\x04\x95\x1d\x00\x00\x00\x00"), "Python pickle", ""},
+		{"gguf", pad("GGUF\x03\x00\x00\x00\x10\x00"), "GGUF file", ""},
+		{"hdf5", pad("\x89HDF\r\n\x1a\n\x00\x00"), "HDF5 file", ""},
+		{"npy", pad("\x93NUMPY\x01\x00v\x00{'descr': '<f4'"), "NumPy array", ""},
+		{"gzip", pad("\x1f\x8b\x08\x00\x12\x34\x56\x78"), "gzip-compressed", ""},
+		{"git_lfs", []byte("version https://git-lfs.github.com/spec/v1\noid sha256:4d7a\nsize 548105171\n"),
+			"Git LFS pointer file", `text, starting "version "`},
+		{"html", []byte("<!DOCTYPE html>\n<html><head><title>404 Not Found</title></head></html>\n"), "HTML page", "HTML page"},
+		{"xml", []byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code></Error>`), "XML document", "XML document"},
+		{"json", []byte(`{"error":"Repository not found","url":"https://example.com/x"}`),
+			`JSON or other text, starting "{\"error\":\"Repository not found\",\"url\":\"https://example.com/x\"}"`,
+			`JSON or other text, starting "{\"error\""`},
+		{"text", []byte("Entry not found\n"), `text, starting "Entry not found"`, `text, starting "Entry no"`},
+		{"text_utf8", []byte("Fichier introuvable : modèle absent, réessayez plus tard s'il vous plaît.\n"),
+			`"Fichier introuvable : modèle absent, réessayez plus tard s'il "`, `"Fichier "`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			check := func(err error, want string) {
+				t.Helper()
+				require.ErrorIs(t, err, ErrHeaderTooLarge)
+				assert.Equal(t, []error{ErrHeaderTooLarge}, matching(err))
+				assert.Contains(t, err.Error(), "not a safetensors file: it looks like ")
+				assert.Contains(t, err.Error(), want)
+				assert.Contains(t, err.Error(), fmt.Sprint(binary.LittleEndian.Uint64(tt.data)), "the header length")
+			}
+			_, err := NewReader(tt.data)
+			check(err, tt.want)
+			_, err = NewReaderAt(bytes.NewReader(tt.data), int64(len(tt.data)))
+			check(err, tt.want)
+			_, err = ReadHeader(bytes.NewReader(tt.data))
+			check(err, cmp.Or(tt.wantStream, tt.want))
+		})
+	}
+	// A huge length that is not text nor a known format: no guess.
+	_, err := NewReader(prefixed(1<<40+5, "\x00\x01"))
+	require.ErrorIs(t, err, ErrHeaderTooLarge)
+	assert.NotContains(t, err.Error(), "not a safetensors file")
+	_, err = NewReader(prefixed(100_000_001, `{"a":1}`))
+	assert.NotContains(t, err.Error(), "not a safetensors file")
+}
+
+// TestTruncated checks that a truncated file's error says how many bytes are
+// missing.
+func TestTruncated(t *testing.T) {
+	whole := file(`{"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}}`, make([]byte, 16)...)
+	for _, cut := range []int{1, 15, 16, 17, len(whole) - 9} {
+		data := whole[:len(whole)-cut]
+		_, err := NewReader(data)
+		if cut <= 16 {
+			require.ErrorIs(t, err, ErrIncompleteBuffer)
+			assert.Contains(t, err.Error(), fmt.Sprintf("the file is %d bytes, the tensors need %d more (a truncated file?)", len(data), cut))
+		} else {
+			require.ErrorIs(t, err, ErrInvalidHeaderLength)
+			assert.Contains(t, err.Error(), fmt.Sprintf("the file is %d bytes, the header needs %d more (a truncated file?)", len(data), cut-16))
+		}
+		_, err = NewReaderAt(bytes.NewReader(data), int64(len(data)))
+		assert.Contains(t, err.Error(), "a truncated file?")
+	}
+	_, err := NewReader(append(whole, 0, 0, 0))
+	require.ErrorIs(t, err, ErrIncompleteBuffer)
+	assert.Contains(t, err.Error(), "3 bytes after the last tensor")
+	_, err = ReadHeader(bytes.NewReader(whole[:30]))
+	require.ErrorIs(t, err, ErrInvalidHeaderLength)
+	assert.Contains(t, err.Error(), "ended after 22 header bytes, 33 bytes short")
 }
 
 // TestDepth checks the nesting limit: 127 levels, the header object
