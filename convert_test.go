@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"runtime"
 	"slices"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -200,39 +198,6 @@ func TestF32To16(t *testing.T) {
 	}
 	n := len(xs)
 	checkF32To16(t, xs, make([]uint16, n), make([]uint16, n), make([]byte, 2*n), make([]float32, n))
-}
-
-// TestF32To16Exhaustive converts every float32 bit pattern with both
-// functions and both roundings, compares each result with the references
-// (and with x448/float16 for F16 with rounding to nearest), and the bulk
-// paths with the scalar ones.
-func TestF32To16Exhaustive(t *testing.T) {
-	if testing.Short() {
-		t.Skip("2^32 inputs; TestF32To16 covers the boundaries")
-	}
-	const chunk = 1 << 16
-	workers := runtime.GOMAXPROCS(0)
-	var wg sync.WaitGroup
-	next := make(chan uint32)
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			xs := make([]uint32, chunk)
-			f16, bf16, b, fs := make([]uint16, chunk), make([]uint16, chunk), make([]byte, 2*chunk), make([]float32, chunk)
-			for start := range next {
-				for i := range xs {
-					xs[i] = start + uint32(i)
-				}
-				checkF32To16(t, xs, f16, bf16, b, fs)
-			}
-		}()
-	}
-	for start := uint64(0); start < 1<<32; start += chunk {
-		next <- uint32(start)
-	}
-	close(next)
-	wg.Wait()
 }
 
 // TestBulkLargeAndMisaligned runs the bulk conversions on a result large
