@@ -496,6 +496,48 @@ func TestHostileMetadata(t *testing.T) {
 	}
 }
 
+// TestHostileEntries parses headers of many small entries written in the
+// ways that the capacity newScanner guesses from the '{' count misses:
+// arrays, one name repeated, escaped names. Each must stay within a small
+// multiple of the header's size.
+func TestHostileEntries(t *testing.T) {
+	if testing.Short() {
+		t.Skip("headers of 2 to 6 MB")
+	}
+	const n = 100_000
+	for _, tt := range []struct {
+		name  string
+		entry func(i int) string
+		want  int     // tensors read
+		bound float64 // bytes allocated per header byte
+	}{
+		{"arrays", func(i int) string { return fmt.Sprintf(`"%x":["U8",[0],[0,0]]`, i) }, n, 4.5},
+		{"same_name", func(int) string { return `"a":["U8",[0],[0,0]]` }, 1, 6.5},
+		{"escaped", func(i int) string { return fmt.Sprintf(`"\u00e9%x":["U8",[0],[0,0]]`, i) }, n, 4.5},
+		{"objects", func(i int) string { return fmt.Sprintf(`"%x":{"dtype":"U8","shape":[0],"data_offsets":[0,0]}`, i) }, n, 2.5},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var hdr strings.Builder
+			hdr.WriteString("{")
+			for i := range n {
+				if i > 0 {
+					hdr.WriteString(",")
+				}
+				hdr.WriteString(tt.entry(i))
+			}
+			hdr.WriteString("}")
+			data := file(hdr.String())
+			got := allocated(func() {
+				r, err := NewReader(data)
+				require.NoError(t, err)
+				assert.Len(t, r.Header().Tensors, tt.want)
+			})
+			t.Logf("%d header bytes: %.2f bytes allocated per header byte", hdr.Len(), float64(got)/float64(hdr.Len()))
+			assert.Less(t, float64(got), tt.bound*float64(hdr.Len()))
+		})
+	}
+}
+
 // TestHostileLengths checks that a large header length costs nothing when the
 // bytes are not there.
 func TestHostileLengths(t *testing.T) {

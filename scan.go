@@ -48,6 +48,8 @@ type scanner struct {
 	meta    map[string]string
 	metaSet bool // "__metadata__" was seen
 
+	recounted bool // appendTensor counted the members left
+
 	// The arena shapes are cut from, so that parsing allocates a few large
 	// blocks rather than one per tensor.
 	dims []uint64
@@ -93,9 +95,11 @@ func (p *scanner) appendDim(v uint64) {
 		if end := bytes.IndexByte(rest, ']'); end >= 0 {
 			rest = rest[:end]
 		}
-		grown := make([]uint64, len(p.dimBuf), len(p.dimBuf)+bytes.Count(rest, []byte{','})+1)
-		copy(grown, p.dimBuf)
-		p.dimBuf = grown
+		if need := len(p.dimBuf) + bytes.Count(rest, []byte{','}) + 1; need > cap(p.dimBuf) {
+			grown := make([]uint64, len(p.dimBuf), need)
+			copy(grown, p.dimBuf)
+			p.dimBuf = grown
+		}
 	}
 	p.dimBuf = append(p.dimBuf, v)
 }
@@ -466,6 +470,59 @@ func (d *distinctCount) estimate() int {
 	return int(min(e*1.05+16, math.MaxInt32))
 }
 
+// appendTensor appends t to p.tensors. The capacity newScanner guessed
+// counts the entries written as objects; when entries written as arrays
+// overflow it, the members left in the header object are counted once, so
+// that the slice grows once to its size rather than through a series of
+// copies.
+func (p *scanner) appendTensor(t TensorInfo) {
+	if len(p.tensors) == cap(p.tensors) && !p.recounted {
+		p.recounted = true
+		// At most one entry per minArrayEntry bytes, whatever the header
+		// holds; a valid header has no more members than that.
+		const minArrayEntry = len(`"":["U8",[],[0,0]],`)
+		rest := len(p.b) - p.i
+		n := len(p.tensors) + 1 + min(countMembers(p.b[p.i:]), rest/minArrayEntry)
+		grown := make([]TensorInfo, len(p.tensors), n)
+		copy(grown, p.tensors)
+		p.tensors = grown
+	}
+	p.tensors = append(p.tensors, t)
+}
+
+// countMembers counts the commas in b outside strings and nested values, up
+// to the end of the object b is inside: for b just after a member of the
+// header object, the number of members after it, if the JSON is valid.
+func countMembers(b []byte) int {
+	n, depth := 0, 0
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			for i++; i < len(b); i++ {
+				i = plainEnd(b, i)
+				if i >= len(b) || b[i] == '"' {
+					break
+				}
+				if b[i] == '\\' {
+					i++ // the escaped byte
+				}
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return n
+			}
+			depth--
+		case ',':
+			if depth == 0 {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // Fields of a tensor entry, as bits.
 const (
 	fieldDType = 1 << iota
@@ -478,7 +535,7 @@ const (
 func (p *scanner) tensor(name string) error {
 	t := TensorInfo{Name: name}
 	if p.fastEntry(&t) {
-		p.tensors = append(p.tensors, t)
+		p.appendTensor(t)
 		return nil
 	}
 	entryPos := p.i
@@ -589,7 +646,7 @@ func (p *scanner) tensor(name string) error {
 	default:
 		return p.errorAt(entryPos, "tensor entry is not an object")
 	}
-	p.tensors = append(p.tensors, t)
+	p.appendTensor(t)
 	return nil
 }
 
