@@ -22,11 +22,16 @@ var (
 
 	// ErrHeaderTooLarge is returned when the header length N exceeds
 	// MaxHeaderSize (HeaderTooLarge). It is checked before the file size, so a
-	// tiny file with a huge N gets this error.
+	// tiny file with a huge N gets this error. It is what files of other
+	// kinds usually give, their first eight bytes read as N: the message then
+	// says what the file looks like (a zip archive such as a PyTorch
+	// checkpoint, a pickle, GGUF, HDF5, NumPy, gzip, a Git LFS pointer, an
+	// HTML page, JSON or other text).
 	ErrHeaderTooLarge = errors.New("safetensors: header too large")
 
 	// ErrInvalidHeaderLength is returned when 8 + N is more than the file size
-	// (InvalidHeaderLength).
+	// (InvalidHeaderLength), as for a file truncated within its header; the
+	// message says how many bytes are missing.
 	ErrInvalidHeaderLength = errors.New("safetensors: invalid header length")
 
 	// ErrHeaderNotUTF8 is returned when the N header bytes are not valid UTF-8
@@ -65,8 +70,9 @@ var (
 	ErrSizeMismatch = errors.New("safetensors: byte size does not match shape and dtype")
 
 	// ErrIncompleteBuffer is returned when the data section is not exactly
-	// covered by the tensors: it is shorter than the last tensor's end, or
-	// has bytes after it (MetadataIncompleteBuffer).
+	// covered by the tensors: it is shorter than the last tensor's end, as in
+	// a truncated file (the message says how many bytes are missing), or has
+	// bytes after it (MetadataIncompleteBuffer).
 	ErrIncompleteBuffer = errors.New("safetensors: data section not exactly covered by tensors")
 
 	// ErrTensorNotFound is returned by Reader.Tensor for a name the file does
