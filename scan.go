@@ -3,6 +3,7 @@ package safetensors
 import (
 	"bytes"
 	"encoding/binary"
+	"hash/maphash"
 	"math"
 	"math/bits"
 	"strconv"
@@ -19,8 +20,9 @@ import (
 //   - whitespace is space, tab, LF and CR, before and after the object too;
 //   - strings may not hold raw control characters, escapes are the JSON ones,
 //     and \u escapes of surrogates must come in valid pairs;
-//   - numbers follow the JSON grammar, and numbers that overflow a float64
-//     are errors even where the value is ignored;
+//   - numbers follow the JSON grammar, and a number is an error, even where
+//     its value is ignored, when serde_json's own float parsing (not
+//     correctly rounded; see number) overflows on it;
 //   - objects and arrays nest at most MaxDepth deep, the header object included;
 //   - "__metadata__" may appear once, as null or an object of strings whose
 //     duplicate keys keep the last value;
@@ -45,6 +47,8 @@ type scanner struct {
 	tensors []TensorInfo // in the order of the JSON text
 	meta    map[string]string
 	metaSet bool // "__metadata__" was seen
+
+	recounted bool // appendTensor counted the members left
 
 	// The arena shapes are cut from, so that parsing allocates a few large
 	// blocks rather than one per tensor.
@@ -91,22 +95,22 @@ func (p *scanner) appendDim(v uint64) {
 		if end := bytes.IndexByte(rest, ']'); end >= 0 {
 			rest = rest[:end]
 		}
-		grown := make([]uint64, len(p.dimBuf), len(p.dimBuf)+bytes.Count(rest, []byte{','})+1)
-		copy(grown, p.dimBuf)
-		p.dimBuf = grown
+		if need := len(p.dimBuf) + bytes.Count(rest, []byte{','}) + 1; need > cap(p.dimBuf) {
+			grown := make([]uint64, len(p.dimBuf), need)
+			copy(grown, p.dimBuf)
+			p.dimBuf = grown
+		}
 	}
 	p.dimBuf = append(p.dimBuf, v)
 }
 
-// own replaces the names in tensors and the strings in p.meta, which may be
-// views of the caller's bytes, with copies in one block of memory.
+// own replaces the names in tensors, which may be views of the caller's
+// bytes, with copies in one block of memory. (The metadata's strings are
+// copies from the start; see metadata.)
 func (p *scanner) own(tensors []TensorInfo) {
 	total := 0
 	for i := range tensors {
 		total += len(tensors[i].Name)
-	}
-	for k, v := range p.meta {
-		total += len(k) + len(v)
 	}
 	// The block is never written again once a string refers to it, and it
 	// never grows, which makes unsafe.String safe here.
@@ -121,13 +125,6 @@ func (p *scanner) own(tensors []TensorInfo) {
 	}
 	for i := range tensors {
 		tensors[i].Name = own(tensors[i].Name)
-	}
-	if p.meta != nil {
-		meta := make(map[string]string, len(p.meta))
-		for k, v := range p.meta {
-			meta[own(k)] = own(v)
-		}
-		p.meta = meta
 	}
 }
 
@@ -343,51 +340,187 @@ func (p *scanner) metadata(keyPos int) error {
 	default:
 		return p.errorAt(p.i, `"__metadata__" is not an object of strings`)
 	}
+	// Two passes: the first checks the object and counts its members and
+	// the bytes of their strings, so that the second can make the map and
+	// the block its strings are copied into at their final sizes. A map
+	// grown from empty and then copied would cost about three times its
+	// size, which for millions of keys is several times the header.
+	// The first pass also estimates how many keys are distinct, so that
+	// repeated keys do not make the map large.
+	open := p.i
+	keys := distinctCount{seed: maphash.MakeSeed()}
+	count, size, err := p.metaMembers(nil, nil, &keys)
+	if err != nil {
+		return err
+	}
+	p.i = open
+	p.meta = make(map[string]string, min(count, keys.estimate()))
+	block := make([]byte, 0, size)
+	_, _, err = p.metaMembers(p.meta, &block, nil) // only a strict duplicate fails now
+	return err
+}
+
+// metaMembers scans the metadata object at the read position, '{'. Without a
+// map it only checks the syntax, adds each key to keys, and returns the
+// number of members and the bytes of their keys and values (escapes
+// included, so at least their contents). With one, it puts each member into
+// meta, its strings copied into *block, which should have the capacity that
+// the first pass returned. Strings cut from the block stay valid: bytes once
+// appended are never written again, even if the block had to grow.
+func (p *scanner) metaMembers(meta map[string]string, block *[]byte, keys *distinctCount) (count, size int, err error) {
 	p.i++
-	p.meta = make(map[string]string)
 	p.skipSpace()
 	if p.peek() == '}' {
 		p.i++
-		return nil
+		return 0, 0, nil
+	}
+	// own copies the string str scanned last.
+	own := func(start, end int, esc bool) string {
+		s := p.b[start:end]
+		if esc {
+			s = p.scratch
+		}
+		if len(s) == 0 {
+			return ""
+		}
+		off := len(*block)
+		*block = append(*block, s...)
+		return unsafe.String(&(*block)[off], len(s))
 	}
 	for {
 		keyPos := p.i
 		if p.peek() != '"' {
-			return p.unexpected("a string key")
+			return 0, 0, p.unexpected("a string key")
 		}
-		key, err := p.strValue()
+		kStart, kEnd, kEsc, err := p.str()
 		if err != nil {
-			return err
+			return 0, 0, err
+		}
+		var key string
+		if meta != nil {
+			key = own(kStart, kEnd, kEsc)
+		} else {
+			keys.add(p.strAt(kStart, kEnd, kEsc))
 		}
 		if err := p.expect(':', "':'"); err != nil {
-			return err
+			return 0, 0, err
 		}
 		p.skipSpace()
 		if p.peek() != '"' {
-			return p.errorAt(p.i, "metadata value of "+strconv.Quote(key)+" is not a string")
+			return 0, 0, p.errorAt(p.i, "metadata value of "+strconv.Quote(p.strAt(kStart, kEnd, kEsc))+" is not a string")
 		}
-		val, err := p.strValue()
+		vStart, vEnd, vEsc, err := p.str()
 		if err != nil {
-			return err
+			return 0, 0, err
 		}
-		if p.strict {
-			if _, dup := p.meta[key]; dup {
-				return p.errorAt(keyPos, "duplicate metadata key "+strconv.Quote(key)+" (strict)")
+		count++
+		size += kEnd - kStart + vEnd - vStart
+		if meta != nil {
+			if p.strict {
+				if _, dup := meta[key]; dup {
+					return 0, 0, p.errorAt(keyPos, "duplicate metadata key "+strconv.Quote(key)+" (strict)")
+				}
 			}
+			meta[key] = own(vStart, vEnd, vEsc)
 		}
-		p.meta[key] = val
 		p.skipSpace()
 		c := p.peek()
 		p.i++
 		if c == '}' {
-			return nil
+			return count, size, nil
 		}
 		if c != ',' {
 			p.i--
-			return p.unexpected("',' or '}'")
+			return 0, 0, p.unexpected("',' or '}'")
 		}
 		p.skipSpace()
 	}
+}
+
+// distinctCount estimates how many distinct strings it was given, within a
+// few percent, in constant memory: a HyperLogLog sketch of 2^12 registers
+// (standard error 1.04/sqrt(4096), about 1.6%).
+type distinctCount struct {
+	seed maphash.Seed
+	reg  [1 << 12]uint8 // the most leading zeros seen in each bucket, plus 1
+}
+
+func (d *distinctCount) add(s string) {
+	h := maphash.String(d.seed, s)
+	i := h >> 52 // the top 12 bits pick the register
+	r := uint8(bits.LeadingZeros64(h<<12|1<<11)) + 1
+	d.reg[i] = max(d.reg[i], r)
+}
+
+// estimate returns the estimate, rounded up by 5% and 16 so that the map
+// it sizes rarely grows.
+func (d *distinctCount) estimate() int {
+	const m = float64(len(d.reg))
+	sum, zeros := 0.0, 0
+	for _, r := range d.reg {
+		sum += math.Ldexp(1, -int(r))
+		if r == 0 {
+			zeros++
+		}
+	}
+	e := 0.7213 / (1 + 1.079/m) * m * m / sum
+	if e <= 2.5*m && zeros > 0 { // small counts: linear counting
+		e = m * math.Log(m/float64(zeros))
+	}
+	return int(min(e*1.05+16, math.MaxInt32))
+}
+
+// appendTensor appends t to p.tensors. The capacity newScanner guessed
+// counts the entries written as objects; when entries written as arrays
+// overflow it, the members left in the header object are counted once, so
+// that the slice grows once to its size rather than through a series of
+// copies.
+func (p *scanner) appendTensor(t TensorInfo) {
+	if len(p.tensors) == cap(p.tensors) && !p.recounted {
+		p.recounted = true
+		// At most one entry per minArrayEntry bytes, whatever the header
+		// holds; a valid header has no more members than that.
+		const minArrayEntry = len(`"":["U8",[],[0,0]],`)
+		rest := len(p.b) - p.i
+		n := len(p.tensors) + 1 + min(countMembers(p.b[p.i:]), rest/minArrayEntry)
+		grown := make([]TensorInfo, len(p.tensors), n)
+		copy(grown, p.tensors)
+		p.tensors = grown
+	}
+	p.tensors = append(p.tensors, t)
+}
+
+// countMembers counts the commas in b outside strings and nested values, up
+// to the end of the object b is inside: for b just after a member of the
+// header object, the number of members after it, if the JSON is valid.
+func countMembers(b []byte) int {
+	n, depth := 0, 0
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			for i++; i < len(b); i++ {
+				i = plainEnd(b, i)
+				if i >= len(b) || b[i] == '"' {
+					break
+				}
+				if b[i] == '\\' {
+					i++ // the escaped byte
+				}
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return n
+			}
+			depth--
+		case ',':
+			if depth == 0 {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // Fields of a tensor entry, as bits.
@@ -402,7 +535,7 @@ const (
 func (p *scanner) tensor(name string) error {
 	t := TensorInfo{Name: name}
 	if p.fastEntry(&t) {
-		p.tensors = append(p.tensors, t)
+		p.appendTensor(t)
 		return nil
 	}
 	entryPos := p.i
@@ -513,7 +646,7 @@ func (p *scanner) tensor(name string) error {
 	default:
 		return p.errorAt(entryPos, "tensor entry is not an object")
 	}
-	p.tensors = append(p.tensors, t)
+	p.appendTensor(t)
 	return nil
 }
 
@@ -881,51 +1014,119 @@ func (p *scanner) skip(depth int) error {
 	return p.unexpected("a value")
 }
 
-// number scans any JSON number. Like the reference, it rejects a number whose
-// value overflows a float64 to infinity.
+// number scans any JSON number and rejects it, as the reference does, when
+// serde_json's default float parsing (without its "float_roundtrip" feature)
+// gives infinity. The reference reads every number of a tensor entry, unknown
+// fields included, into a buffered value first, so the rule applies to
+// ignored numbers too. That parsing is not correctly rounded:
+// 1.7976931348623158e308 is out of range and 1.79769313486231581e308 is not.
+//
+// serde_json's rule (de.rs, parse_integer to f64_from_parts): the digits are
+// gathered into a u64 significand until the next digit would overflow it;
+// later digits of the integer part raise the decimal exponent by one each,
+// later digits of the fraction are dropped, and fraction digits that fit
+// lower it by one each. An exponent of more than 2147483647 is out of range
+// unless it is negative or the significand is zero. Then, with e the exponent
+// in total, the number is out of range when the significand is not zero,
+// e >= 0, and either e > 308 or float64(significand) * 1e<e> is infinite,
+// 1e<e> being the float64 nearest to 10^e. Negative exponents never are, and
+// integers that fit in a u64 are not floats at all.
 func (p *scanner) number() error {
 	b, i, start := p.b, p.i, p.i
-	digits := func() int {
-		n := 0
-		for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
-			n++
-		}
-		return n
-	}
 	if b[i] == '-' {
 		i++
 	}
+	var sig uint64 // the significand, as serde_json gathers it
+	var exp int64  // the decimal exponent the significand is scaled by
 	switch {
 	case i < len(b) && b[i] == '0':
 		i++
-	case digits() == 0:
+	case i < len(b) && b[i] >= '1' && b[i] <= '9':
+		for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+			d := uint64(b[i] - '0')
+			if sig > (math.MaxUint64-d)/10 {
+				// The significand is full: the remaining digits of the
+				// integer part each scale it by ten.
+				for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+					exp++
+				}
+				break
+			}
+			sig = sig*10 + d
+		}
+	default:
 		return p.errorAt(i, "invalid number")
 	}
-	simple := i-start <= 19
 	if i < len(b) && b[i] == '.' {
 		i++
-		simple = false
-		if digits() == 0 {
+		j := i
+		for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+			d := uint64(b[i] - '0')
+			if sig > (math.MaxUint64-d)/10 {
+				// Full: the remaining digits of the fraction are dropped.
+				for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+				}
+				break
+			}
+			sig = sig*10 + d
+			exp--
+		}
+		if i == j {
 			return p.errorAt(i, "invalid number: no digit after '.'")
 		}
 	}
 	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
 		i++
-		simple = false
+		neg := false
 		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			neg = b[i] == '-'
 			i++
 		}
-		if digits() == 0 {
+		j := i
+		var e int64
+		overflow := false
+		for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+			d := int64(b[i] - '0')
+			if e > (math.MaxInt32-d)/10 {
+				overflow = true // an i32 in serde_json: it stops here
+			} else if !overflow {
+				e = e*10 + d
+			}
+		}
+		if i == j {
 			return p.errorAt(i, "invalid number: no digit in exponent")
+		}
+		switch {
+		case overflow && !neg && sig != 0:
+			return p.errorAt(start, "number out of range")
+		case overflow:
+			p.i = i // zero, whatever the significand
+			return nil
+		case neg:
+			exp -= e
+		default:
+			exp += e
 		}
 	}
 	p.i = i
-	if !simple {
-		if f, _ := strconv.ParseFloat(string(b[start:i]), 64); math.IsInf(f, 0) {
+	// An integer that fits has exp 0; one that does not, a positive exp.
+	if sig != 0 && exp >= minOverflowExp10 {
+		if exp > 308 || math.IsInf(float64(sig)*pow10Top[exp-minOverflowExp10], 1) {
 			return p.errorAt(start, "number out of range")
 		}
 	}
 	return nil
+}
+
+// minOverflowExp10 is the least decimal exponent e for which a u64
+// significand times 1e<e> can overflow a float64: (2^64-1) * 1e288 cannot.
+const minOverflowExp10 = 289
+
+// pow10Top holds the float64s nearest to 10^289 to 10^308, as the constants
+// of serde_json's POW10 table are (Go rounds its constants to nearest too).
+var pow10Top = [...]float64{
+	1e289, 1e290, 1e291, 1e292, 1e293, 1e294, 1e295, 1e296, 1e297, 1e298,
+	1e299, 1e300, 1e301, 1e302, 1e303, 1e304, 1e305, 1e306, 1e307, 1e308,
 }
 
 // fastEntry scans a tensor entry written exactly as the reference writer
