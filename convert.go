@@ -358,7 +358,23 @@ func f32sToBF16BytesGo(dst []byte, src []float32, r Rounding) {
 	}
 }
 
-// The F8 formats, decoded through tables of their 256 values.
+// The F8 formats, decoded through tables of their 256 values. A value is
+// exact; a NaN code gives the float32 bits that torch's .float() gives on a
+// CPU (torch 2.x, c10/util/Float8_*.h and torch/headeronly/util), since
+// torch is what users compare with:
+//
+//   - F8_E4M3 (torch's float8_e4m3fn) through fp8e4m3fn_to_fp32_value, whose
+//     bit arithmetic turns the NaN codes 0x7f and 0xff into the sign, an
+//     all-ones exponent and the code's mantissa bits shifted as for a number:
+//     0x7ff00000 and 0xfff00000;
+//   - F8_E5M2 as the top byte of an F16, through fp16_ieee_to_fp32_value (F16C's
+//     conversion, or a float multiply where it is missing): a NaN keeps its
+//     sign and payload and is made quiet, so 0x7d gives 0x7fe00000, 0x7e
+//     0x7fc00000, 0x7f 0x7fe00000, as F16ToF32 does;
+//   - F8_E4M3FNUZ and F8_E5M2FNUZ through fp8_fnuz_to_fp32_value
+//     (Float8_fnuz_cvt.h), which returns the fixed bits 0x7f800001 for 0x80;
+//   - F8_E8M0 (float8_e8m0fnu) through its operator float, which returns
+//     0x7f800001 for 0xff.
 var f8Tables = sync.OnceValue(func() map[DType]*[256]uint32 {
 	return map[DType]*[256]uint32{
 		F8_E4M3:     f8Table(4, 3, 7, f8FN),
@@ -376,9 +392,10 @@ const (
 	f8FNUZ        // no Inf, no -0; 0x80 is the only NaN (FNUZ)
 )
 
-// canonicalNaN is the float32 NaN the decoders give for an F8 NaN code
-// without a payload to keep.
-const canonicalNaN = 0x7fc00000
+// torchFixedNaN is the float32 NaN that torch's fp8_fnuz_to_fp32_value and
+// Float8_e8m0fnu's operator float return for the NaN code: a signalling
+// NaN, bits that stay as they are through loads and stores.
+const torchFixedNaN = 0x7f800001
 
 // f8Table builds the float32 bits of the 256 codes of an F8 format with the
 // given exponent and mantissa widths and exponent bias.
@@ -390,9 +407,12 @@ func f8Table(expBits, manBits uint, bias int, kind int) *[256]uint32 {
 		exp := code >> manBits & expMax
 		man := code & (1<<manBits - 1)
 		switch {
-		case kind == f8FNUZ && code == 0x80,
-			kind == f8FN && exp == expMax && man == 1<<manBits-1:
-			t[code] = canonicalNaN
+		case kind == f8FNUZ && code == 0x80:
+			t[code] = torchFixedNaN
+			continue
+		case kind == f8FN && exp == expMax && man == 1<<manBits-1:
+			// An all-ones exponent with the code's mantissa bits in place.
+			t[code] = sign | 0x7f800000 | uint32(man)<<(23-manBits)
 			continue
 		case kind == f8IEEE && exp == expMax:
 			// Inf, or a NaN made quiet as F16ToF32 does.
@@ -421,7 +441,7 @@ func f8E8M0Table() *[256]uint32 {
 	t := new([256]uint32)
 	for code := range t {
 		if code == 0xff {
-			t[code] = canonicalNaN
+			t[code] = torchFixedNaN
 			continue
 		}
 		t[code] = math.Float32bits(float32(math.Ldexp(1, code-127)))
@@ -435,8 +455,9 @@ func f8E8M0Table() *[256]uint32 {
 //   - F32 as it is; F16 and BF16 exactly, through the bulk converters;
 //   - F64 and the 64-bit integers rounded to the nearest float32, as Go's
 //     conversions do; the other integers exactly;
-//   - the F8 types exactly, through tables of their 256 values (their NaN
-//     codes give a quiet NaN);
+//   - the F8 types exactly, through tables of their 256 values; their NaN
+//     codes give the bits torch's .float() gives (0x7ff00000 for F8_E4M3's
+//     0x7f, 0x7f800001 for the FNUZ types' 0x80 and F8_E8M0's 0xff);
 //   - BOOL as 0 for a zero byte and 1 for any other.
 //
 // C64 and the packed F4 and F6 types give an error wrapping

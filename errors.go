@@ -1,10 +1,12 @@
 package safetensors
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // The sentinel errors. There is one for each error variant of the reference
@@ -144,4 +146,64 @@ func errorf(kind error, format string, args ...any) error {
 // tensorErrorf returns a *TensorError for the named tensor.
 func tensorErrorf(name string, kind error, format string, args ...any) error {
 	return &TensorError{Name: name, Err: errorf(kind, format, args...)}
+}
+
+// formatMagic names a kind of file by how it starts, for the errors about a
+// file that is not a safetensors file at all.
+var formatMagic = []struct {
+	magic string
+	what  string
+}{
+	{"PK\x03\x04", "a zip archive, such as a PyTorch checkpoint saved by torch.save"},
+	{"PK\x05\x06", "an empty zip archive"},
+	{"\x80\x02", "a Python pickle, such as a PyTorch checkpoint in the legacy format"},
+	{"\x80\x03", "a Python pickle, such as a PyTorch checkpoint in the legacy format"},
+	{"\x80\x04", "a Python pickle"},
+	{"\x80\x05", "a Python pickle"},
+	{"GGUF", "a GGUF file (llama.cpp)"},
+	{"\x89HDF\r\n\x1a\n", "an HDF5 file, such as Keras weights (.h5)"},
+	{"\x93NUMPY", "a NumPy array (.npy)"},
+	{"\x1f\x8b", "a gzip-compressed file"},
+	{"\x28\xb5\x2f\xfd", "a zstd-compressed file"},
+	{"version https://git-lfs", "a Git LFS pointer file: the weights themselves were not downloaded (git lfs pull fetches them)"},
+	{"<!DOCTYP", "an HTML page, such as a web server's error page"},
+	{"<!doctyp", "an HTML page, such as a web server's error page"},
+	{"<html", "an HTML page, such as a web server's error page"},
+	{"<HTML", "an HTML page, such as a web server's error page"},
+	{"<?xml", "an XML document, such as an object store's error response"},
+}
+
+// notSafetensors describes the start of a file, b, whose length prefix is
+// too large: "; not a safetensors file: it looks like ..." for a known format
+// or for text, or "" for anything else.
+func notSafetensors(b []byte) string {
+	for _, m := range formatMagic {
+		if len(b) >= len(m.magic) && string(b[:len(m.magic)]) == m.magic {
+			return "; not a safetensors file: it looks like " + m.what
+		}
+	}
+	// Text, such as JSON, an error message or a pointer file: show its start.
+	// A safetensors file never starts with eight bytes of text, since a
+	// header length of at most MaxHeaderSize has four zero bytes.
+	text := b[:min(len(b), 64)]
+	if len(text) < prefixLen || !utf8.Valid(text[:prefixLen]) {
+		return ""
+	}
+	for _, r := range string(text[:prefixLen]) {
+		if r < 0x20 && r != '\n' && r != '\r' && r != '\t' || r == 0x7f {
+			return ""
+		}
+	}
+	kind := "text"
+	switch text[0] {
+	case '{', '[':
+		kind = "JSON or other text"
+	}
+	if i := bytes.IndexAny(text, "\r\n"); i >= 0 {
+		text = text[:i]
+	}
+	for !utf8.Valid(text) { // cut at a whole character
+		text = text[:len(text)-1]
+	}
+	return fmt.Sprintf("; not a safetensors file: it looks like %s, starting %q", kind, text)
 }

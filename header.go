@@ -102,13 +102,17 @@ func byteSize(dtype DType, shape []uint64) (uint64, error) {
 
 // headerLen decodes the 8-byte prefix and checks N against MaxHeaderSize and
 // against the size of the file, if known (size >= 0).
+// When N is too large, the file's first bytes (as many as the caller has
+// read) name what the file looks like if it is clearly something else.
 func headerLen(prefix []byte, size int64) (uint64, error) {
 	n := binary.LittleEndian.Uint64(prefix)
 	if n > MaxHeaderSize {
-		return 0, errorf(ErrHeaderTooLarge, "header length %d is more than the limit of %d bytes", n, MaxHeaderSize)
+		return 0, errorf(ErrHeaderTooLarge, "header length %d is more than the limit of %d bytes%s", n, MaxHeaderSize, notSafetensors(prefix))
 	}
 	if size >= 0 && n > uint64(size)-prefixLen {
-		return 0, errorf(ErrInvalidHeaderLength, "header length %d is more than the %d bytes after the length prefix", n, uint64(size)-prefixLen)
+		rest := uint64(size) - prefixLen
+		return 0, errorf(ErrInvalidHeaderLength, "header length %d is more than the %d bytes after the length prefix: the file is %d bytes, the header needs %d more (a truncated file?)",
+			n, rest, size, n-rest)
 	}
 	return n, nil
 }
@@ -267,7 +271,7 @@ func ReadHeader(r io.Reader, opts ...ReadOption) (*Header, error) {
 	if got, err := io.Copy(&buf, io.LimitReader(r, int64(n))); err != nil {
 		return nil, err
 	} else if uint64(got) < n {
-		return nil, errorf(ErrInvalidHeaderLength, "header length is %d but the stream ended after %d header bytes: %w", n, got, io.ErrUnexpectedEOF)
+		return nil, errorf(ErrInvalidHeaderLength, "header length is %d but the stream ended after %d header bytes, %d bytes short: %w", n, got, n-uint64(got), io.ErrUnexpectedEOF)
 	}
 	h, err := parseHeader(buf.Bytes(), cfg)
 	if err != nil {

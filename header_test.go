@@ -2,6 +2,7 @@ package safetensors
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -208,6 +209,163 @@ func TestJSONRules(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestNumberRange checks which numbers the reference rejects as out of range:
+// serde_json without its "float_roundtrip" feature parses them with a rule of
+// its own, not correctly rounded, and does so in the fields it ignores too.
+// Every verdict here was obtained from the reference itself (the safetensors
+// crate 0.8.0 with serde_json 1.0.154, default features), not derived from
+// our rule; ok is true where it accepts the header.
+func TestNumberRange(t *testing.T) {
+	tests := []struct {
+		value string
+		ok    bool
+	}{
+		// Correct rounding would give the opposite verdict on these.
+		{`1.7976931348623158e308`, false},
+		{`-1.7976931348623158e308`, false},
+		{`1.79769313486231581e308`, true},
+		{`1.797693134862315708145274237317043567981e308`, false},
+		{`17976931348623158e292`, false},
+		{`179769313486231570000e288`, false},
+		{`0.0179769313486231564140832e310`, false},
+		{`0.00179769313486231572954660176691666e311`, false},
+		{`-0.17976931348623156618358903579100845e309`, false},
+		{`0.0000179769313486231574791536e313`, false},
+		// Near the limit, both ways.
+		{`1.7976931348623157e308`, true},
+		{`1.7976931348623159e308`, false},
+		{`17976931348623157e292`, true},
+		{`0.17976931348623157e309`, true},
+		{`0.17976931348623159122e309`, false},
+		{`-0.0000179769313486231566e310`, true},
+		{`1844674407370955917.8e285`, true},
+		{`1844674407370955840395.148e287`, false},
+		{`18446744073709551615e289`, false},
+		{`18446744073709551616e288`, true},
+		{`18446744073709551616.0e290`, false},
+		{`1.8446744073709551616e307`, true},
+		{`1e308`, true}, {`1E+308`, true}, {`1e309`, false}, {`10e308`, false}, {`0.1e309`, true}, {`-1e309`, false},
+		// Long integers are floats to serde_json; a u64 is not.
+		{`18446744073709551615`, true}, {`18446744073709551616`, true},
+		{"1" + strings.Repeat("0", 308), true}, {"1" + strings.Repeat("0", 309), false},
+		{"17976931348623157" + strings.Repeat("0", 292), false}, // 1.7976931348623157e308 written out
+		{"179769313486231581" + strings.Repeat("0", 291), false},
+		{"0." + strings.Repeat("0", 400) + "1e700", true},
+		// Exponents beyond an i32, zeros, negative exponents, signs.
+		{`1e2147483647`, false}, {`1e2147483648`, false}, {`0e2147483648`, true}, {`0e999999999999`, true},
+		{`0.0e400`, true}, {`1e-2147483648`, true}, {`1e-99999999999`, true}, {`1E-400`, true},
+		{`4.9e-324`, true}, {`2.5e-324`, true}, {`-0`, true}, {`-0.0`, true}, {`-0e5`, true}, {`0`, true},
+		// Not numbers at all.
+		{`00`, false}, {`1.e5`, false}, {`1e+`, false}, {`--1`, false}, {`1.5e+-3`, false},
+	}
+	headers := []func(string) string{
+		func(v string) string { return `{"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"x":` + v + `}}` },
+		func(v string) string {
+			return `{"w":{"x":[{"y":[1,` + v + `]}],"dtype":"U8","shape":[1],"data_offsets":[0,1]}}`
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.value[:min(len(tt.value), 40)], func(t *testing.T) {
+			for _, h := range headers {
+				_, err := NewReader(file(h(tt.value), 0))
+				if tt.ok {
+					assert.NoError(t, err)
+				} else {
+					assert.ErrorIs(t, err, ErrInvalidHeader)
+				}
+				_, err = ReadHeader(bytes.NewReader(file(h(tt.value), 0)))
+				if tt.ok {
+					assert.NoError(t, err)
+				} else {
+					assert.ErrorIs(t, err, ErrInvalidHeader)
+				}
+			}
+		})
+	}
+}
+
+// TestNotSafetensors checks the errors for files of other formats, which the
+// reference rejects with HeaderTooLarge since their first eight bytes make a
+// huge header length: the verdict stays, and the message says what the file
+// looks like.
+func TestNotSafetensors(t *testing.T) {
+	pad := func(s string) []byte { return append([]byte(s), make([]byte, 200)...) }
+	tests := []struct {
+		name string
+		data []byte
+		want string // in the message of NewReader and NewReaderAt
+		// in the message of ReadHeader, which has the first 8 bytes only
+		wantStream string
+	}{
+		{"zip", pad("PK\x03\x04\x14\x00\x00\x00\x08\x00archive/data.pkl"), "zip archive, such as a PyTorch checkpoint", ""},
+		{"pickle", pad("\x80\x02}q\x00(X\x06\x00\x00\x00weight"), "Python pickle", ""},
+		{"pickle_v4", pad("\x80\x04\x95\x1d\x00\x00\x00\x00"), "Python pickle", ""},
+		{"gguf", pad("GGUF\x03\x00\x00\x00\x10\x00"), "GGUF file", ""},
+		{"hdf5", pad("\x89HDF\r\n\x1a\n\x00\x00"), "HDF5 file", ""},
+		{"npy", pad("\x93NUMPY\x01\x00v\x00{'descr': '<f4'"), "NumPy array", ""},
+		{"gzip", pad("\x1f\x8b\x08\x00\x12\x34\x56\x78"), "gzip-compressed", ""},
+		{"git_lfs", []byte("version https://git-lfs.github.com/spec/v1\noid sha256:4d7a\nsize 548105171\n"),
+			"Git LFS pointer file", `text, starting "version "`},
+		{"html", []byte("<!DOCTYPE html>\n<html><head><title>404 Not Found</title></head></html>\n"), "HTML page", "HTML page"},
+		{"xml", []byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code></Error>`), "XML document", "XML document"},
+		{"json", []byte(`{"error":"Repository not found","url":"https://example.com/x"}`),
+			`JSON or other text, starting "{\"error\":\"Repository not found\",\"url\":\"https://example.com/x\"}"`,
+			`JSON or other text, starting "{\"error\""`},
+		{"text", []byte("Entry not found\n"), `text, starting "Entry not found"`, `text, starting "Entry no"`},
+		{"text_utf8", []byte("Fichier introuvable : modèle absent, réessayez plus tard s'il vous plaît.\n"),
+			`"Fichier introuvable : modèle absent, réessayez plus tard s'il "`, `"Fichier "`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			check := func(err error, want string) {
+				t.Helper()
+				require.ErrorIs(t, err, ErrHeaderTooLarge)
+				assert.Equal(t, []error{ErrHeaderTooLarge}, matching(err))
+				assert.Contains(t, err.Error(), "not a safetensors file: it looks like ")
+				assert.Contains(t, err.Error(), want)
+				assert.Contains(t, err.Error(), fmt.Sprint(binary.LittleEndian.Uint64(tt.data)), "the header length")
+			}
+			_, err := NewReader(tt.data)
+			check(err, tt.want)
+			_, err = NewReaderAt(bytes.NewReader(tt.data), int64(len(tt.data)))
+			check(err, tt.want)
+			_, err = ReadHeader(bytes.NewReader(tt.data))
+			check(err, cmp.Or(tt.wantStream, tt.want))
+		})
+	}
+	// A huge length that is not text nor a known format: no guess.
+	_, err := NewReader(prefixed(1<<40+5, "\x00\x01"))
+	require.ErrorIs(t, err, ErrHeaderTooLarge)
+	assert.NotContains(t, err.Error(), "not a safetensors file")
+	_, err = NewReader(prefixed(100_000_001, `{"a":1}`))
+	assert.NotContains(t, err.Error(), "not a safetensors file")
+}
+
+// TestTruncated checks that a truncated file's error says how many bytes are
+// missing.
+func TestTruncated(t *testing.T) {
+	whole := file(`{"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}}`, make([]byte, 16)...)
+	for _, cut := range []int{1, 15, 16, 17, len(whole) - 9} {
+		data := whole[:len(whole)-cut]
+		_, err := NewReader(data)
+		if cut <= 16 {
+			require.ErrorIs(t, err, ErrIncompleteBuffer)
+			assert.Contains(t, err.Error(), fmt.Sprintf("the file is %d bytes, the tensors need %d more (a truncated file?)", len(data), cut))
+		} else {
+			require.ErrorIs(t, err, ErrInvalidHeaderLength)
+			assert.Contains(t, err.Error(), fmt.Sprintf("the file is %d bytes, the header needs %d more (a truncated file?)", len(data), cut-16))
+		}
+		_, err = NewReaderAt(bytes.NewReader(data), int64(len(data)))
+		assert.Contains(t, err.Error(), "a truncated file?")
+	}
+	_, err := NewReader(append(whole, 0, 0, 0))
+	require.ErrorIs(t, err, ErrIncompleteBuffer)
+	assert.Contains(t, err.Error(), "3 bytes after the last tensor")
+	_, err = ReadHeader(bytes.NewReader(whole[:30]))
+	require.ErrorIs(t, err, ErrInvalidHeaderLength)
+	assert.Contains(t, err.Error(), "ended after 22 header bytes, 33 bytes short")
 }
 
 // TestDepth checks the nesting limit: 127 levels, the header object

@@ -90,8 +90,10 @@ func NewReader(data []byte, opts ...ReadOption) (*Reader, error) {
 // checkDataLen checks that a file of the given size ends where the last
 // tensor does.
 func checkDataLen(h *parsedHeader, size uint64) error {
-	if rest := size - h.DataOffset(); h.DataLen() != rest {
-		return errorf(ErrIncompleteBuffer, "the tensors cover %d bytes but the data section is %d bytes", h.DataLen(), rest)
+	if rest := size - h.DataOffset(); h.DataLen() < rest {
+		return errorf(ErrIncompleteBuffer, "the tensors cover %d bytes but the data section is %d bytes: %d bytes after the last tensor", h.DataLen(), rest, rest-h.DataLen())
+	} else if h.DataLen() > rest {
+		return errorf(ErrIncompleteBuffer, "the tensors cover %d bytes but the data section is %d bytes: the file is %d bytes, the tensors need %d more (a truncated file?)", h.DataLen(), rest, size, h.DataLen()-rest)
 	}
 	return nil
 }

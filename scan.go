@@ -19,8 +19,9 @@ import (
 //   - whitespace is space, tab, LF and CR, before and after the object too;
 //   - strings may not hold raw control characters, escapes are the JSON ones,
 //     and \u escapes of surrogates must come in valid pairs;
-//   - numbers follow the JSON grammar, and numbers that overflow a float64
-//     are errors even where the value is ignored;
+//   - numbers follow the JSON grammar, and a number is an error, even where
+//     its value is ignored, when serde_json's own float parsing (not
+//     correctly rounded; see number) overflows on it;
 //   - objects and arrays nest at most MaxDepth deep, the header object included;
 //   - "__metadata__" may appear once, as null or an object of strings whose
 //     duplicate keys keep the last value;
@@ -881,51 +882,119 @@ func (p *scanner) skip(depth int) error {
 	return p.unexpected("a value")
 }
 
-// number scans any JSON number. Like the reference, it rejects a number whose
-// value overflows a float64 to infinity.
+// number scans any JSON number and rejects it, as the reference does, when
+// serde_json's default float parsing (without its "float_roundtrip" feature)
+// gives infinity. The reference reads every number of a tensor entry, unknown
+// fields included, into a buffered value first, so the rule applies to
+// ignored numbers too. That parsing is not correctly rounded:
+// 1.7976931348623158e308 is out of range and 1.79769313486231581e308 is not.
+//
+// serde_json's rule (de.rs, parse_integer to f64_from_parts): the digits are
+// gathered into a u64 significand until the next digit would overflow it;
+// later digits of the integer part raise the decimal exponent by one each,
+// later digits of the fraction are dropped, and fraction digits that fit
+// lower it by one each. An exponent of more than 2147483647 is out of range
+// unless it is negative or the significand is zero. Then, with e the exponent
+// in total, the number is out of range when the significand is not zero,
+// e >= 0, and either e > 308 or float64(significand) * 1e<e> is infinite,
+// 1e<e> being the float64 nearest to 10^e. Negative exponents never are, and
+// integers that fit in a u64 are not floats at all.
 func (p *scanner) number() error {
 	b, i, start := p.b, p.i, p.i
-	digits := func() int {
-		n := 0
-		for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
-			n++
-		}
-		return n
-	}
 	if b[i] == '-' {
 		i++
 	}
+	var sig uint64 // the significand, as serde_json gathers it
+	var exp int64  // the decimal exponent the significand is scaled by
 	switch {
 	case i < len(b) && b[i] == '0':
 		i++
-	case digits() == 0:
+	case i < len(b) && b[i] >= '1' && b[i] <= '9':
+		for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+			d := uint64(b[i] - '0')
+			if sig > (math.MaxUint64-d)/10 {
+				// The significand is full: the remaining digits of the
+				// integer part each scale it by ten.
+				for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+					exp++
+				}
+				break
+			}
+			sig = sig*10 + d
+		}
+	default:
 		return p.errorAt(i, "invalid number")
 	}
-	simple := i-start <= 19
 	if i < len(b) && b[i] == '.' {
 		i++
-		simple = false
-		if digits() == 0 {
+		j := i
+		for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+			d := uint64(b[i] - '0')
+			if sig > (math.MaxUint64-d)/10 {
+				// Full: the remaining digits of the fraction are dropped.
+				for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+				}
+				break
+			}
+			sig = sig*10 + d
+			exp--
+		}
+		if i == j {
 			return p.errorAt(i, "invalid number: no digit after '.'")
 		}
 	}
 	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
 		i++
-		simple = false
+		neg := false
 		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			neg = b[i] == '-'
 			i++
 		}
-		if digits() == 0 {
+		j := i
+		var e int64
+		overflow := false
+		for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+			d := int64(b[i] - '0')
+			if e > (math.MaxInt32-d)/10 {
+				overflow = true // an i32 in serde_json: it stops here
+			} else if !overflow {
+				e = e*10 + d
+			}
+		}
+		if i == j {
 			return p.errorAt(i, "invalid number: no digit in exponent")
+		}
+		switch {
+		case overflow && !neg && sig != 0:
+			return p.errorAt(start, "number out of range")
+		case overflow:
+			p.i = i // zero, whatever the significand
+			return nil
+		case neg:
+			exp -= e
+		default:
+			exp += e
 		}
 	}
 	p.i = i
-	if !simple {
-		if f, _ := strconv.ParseFloat(string(b[start:i]), 64); math.IsInf(f, 0) {
+	// An integer that fits has exp 0; one that does not, a positive exp.
+	if sig != 0 && exp >= minOverflowExp10 {
+		if exp > 308 || math.IsInf(float64(sig)*pow10Top[exp-minOverflowExp10], 1) {
 			return p.errorAt(start, "number out of range")
 		}
 	}
 	return nil
+}
+
+// minOverflowExp10 is the least decimal exponent e for which a u64
+// significand times 1e<e> can overflow a float64: (2^64-1) * 1e288 cannot.
+const minOverflowExp10 = 289
+
+// pow10Top holds the float64s nearest to 10^289 to 10^308, as the constants
+// of serde_json's POW10 table are (Go rounds its constants to nearest too).
+var pow10Top = [...]float64{
+	1e289, 1e290, 1e291, 1e292, 1e293, 1e294, 1e295, 1e296, 1e297, 1e298,
+	1e299, 1e300, 1e301, 1e302, 1e303, 1e304, 1e305, 1e306, 1e307, 1e308,
 }
 
 // fastEntry scans a tensor entry written exactly as the reference writer
