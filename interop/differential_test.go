@@ -423,6 +423,7 @@ func TestReferenceCorpus(t *testing.T) {
 		OK         bool     `json:"ok"`
 		Error      *string  `json:"error"`
 		ErrorAnyOf []string `json:"error_any_of"`
+		ByteExact  bool     `json:"byte_exact"`
 	}
 	require.NoError(t, json.Unmarshal(raw, &expected))
 	for i, v := range checkFiles(t, paths) {
@@ -436,5 +437,24 @@ func TestReferenceCorpus(t *testing.T) {
 			allowed = append(allowed, *want.Error)
 		}
 		require.Subset(t, allowed, v.errors(), names[i])
+	}
+
+	// The oracle's writer gives the bytes of the files the reference wrote.
+	dir := t.TempDir()
+	var pairs, exact []string
+	for i, name := range names {
+		if expected[name].ByteExact {
+			pairs = append(pairs, paths[i]+"\t"+filepath.Join(dir, fmt.Sprintf("%03d.safetensors", i)))
+			exact = append(exact, paths[i])
+		}
+	}
+	require.NotEmpty(t, pairs)
+	for i, w := range runOracle(t, "serialize", pairs) {
+		require.True(t, w.OK, "%s: %s", exact[i], w.Message)
+		want, err := os.ReadFile(exact[i])
+		require.NoError(t, err)
+		got, err := os.ReadFile(strings.Split(pairs[i], "\t")[1])
+		require.NoError(t, err)
+		require.Equal(t, want, got, exact[i])
 	}
 }
