@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -431,6 +433,67 @@ func allocated(f func()) uint64 {
 	f()
 	runtime.ReadMemStats(&after)
 	return after.TotalAlloc - before.TotalAlloc
+}
+
+// TestHostileMetadata parses headers of many metadata keys (a million with
+// the build tag slow): distinct, all the same, and escaped. Parsing may allocate at most 3 bytes per header
+// byte more than the floor, a Go map of the same distinct entries made with
+// the right size (bench's BenchmarkHeaderMetadataKeys measures the time
+// too).
+func TestHostileMetadata(t *testing.T) {
+	n := 100_000
+	switch {
+	case slowTests:
+		n = 1_000_000 // headers of 10 to 19 MB
+	case testing.Short():
+		t.Skip("headers of 1 to 2 MB")
+	}
+	for _, tt := range []struct {
+		name string
+		key  func(i int) string // the key as it is written in JSON
+		want func(i int) string // as it reads
+	}{
+		{"distinct", func(i int) string { return fmt.Sprintf("%06x", i) }, func(i int) string { return fmt.Sprintf("%06x", i) }},
+		{"same", func(int) string { return "key" }, func(int) string { return "key" }},
+		{"escaped", func(i int) string { return fmt.Sprintf(`\u00e9%06x`, i) }, func(i int) string { return fmt.Sprintf("é%06x", i) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var hdr strings.Builder
+			hdr.WriteString(`{"__metadata__":{`)
+			want := make(map[string]string)
+			for i := range n {
+				if i > 0 {
+					hdr.WriteByte(',')
+				}
+				v := string(rune('a' + i%26))
+				fmt.Fprintf(&hdr, `"%s":"%s"`, tt.key(i), v)
+				want[tt.want(i)] = v
+			}
+			hdr.WriteString("}}")
+			data := file(hdr.String())
+			keys, values := slices.Collect(maps.Keys(want)), make([]string, 0, len(want))
+			for _, k := range keys {
+				values = append(values, want[k])
+			}
+			floor := allocated(func() {
+				m := make(map[string]string, len(keys))
+				for i, k := range keys {
+					m[k] = values[i]
+				}
+				assert.Len(t, m, len(want))
+			})
+			var r *Reader
+			ours := allocated(func() {
+				var err error
+				r, err = NewReader(data)
+				require.NoError(t, err)
+			})
+			assert.True(t, maps.Equal(want, r.Header().Metadata))
+			t.Logf("%d header bytes: %.2f bytes allocated per header byte, the floor %.2f", hdr.Len(),
+				float64(ours)/float64(hdr.Len()), float64(floor)/float64(hdr.Len()))
+			assert.LessOrEqual(t, ours, floor+3*uint64(hdr.Len()))
+		})
+	}
 }
 
 // TestHostileLengths checks that a large header length costs nothing when the

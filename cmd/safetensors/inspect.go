@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -60,9 +62,7 @@ schema and shards are listed.`)
 	}
 	var err error
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(s)
+		err = s.writeJSON(stdout)
 	} else {
 		err = s.print(stdout)
 	}
@@ -252,6 +252,122 @@ func (s *summary) add(shard string, t safetensors.TensorInfo) {
 	s.Totals.Tensors++
 	s.Totals.Parameters += params
 	s.Totals.Bytes += size
+}
+
+// writeJSON writes s as json.Encoder with an indent of two spaces would,
+// byte for byte, but streamed: a header of millions of tensors or
+// dimensions does not make it build the whole output in memory first.
+func (s summary) writeJSON(out io.Writer) error {
+	w := bufio.NewWriterSize(out, 64<<10)
+	var buf []byte
+	var err error
+	// value writes v as json.MarshalIndent does, its lines after the first
+	// starting with prefix.
+	value := func(v any, prefix string) {
+		if err != nil {
+			return
+		}
+		b, e := json.MarshalIndent(v, prefix, "  ")
+		if e != nil {
+			err = e
+			return
+		}
+		w.Write(b)
+	}
+	num := func(n uint64) {
+		buf = strconv.AppendUint(buf[:0], n, 10)
+		w.Write(buf)
+	}
+	// uints writes a []uint64 at the indentation of a tensor's fields.
+	uints := func(ns []uint64) {
+		switch {
+		case ns == nil:
+			w.WriteString("null")
+			return
+		case len(ns) == 0:
+			w.WriteString("[]")
+			return
+		}
+		w.WriteString("[")
+		for i, n := range ns {
+			if i > 0 {
+				w.WriteString(",")
+			}
+			w.WriteString("\n        ")
+			num(n)
+		}
+		w.WriteString("\n      ]")
+	}
+	w.WriteString("{\n  \"file\": ")
+	value(s.File, "  ")
+	w.WriteString(",\n  \"header_bytes\": ")
+	num(s.HeaderBytes)
+	w.WriteString(",\n  \"data_bytes\": ")
+	num(s.DataBytes)
+	w.WriteString(",\n  \"metadata\": ")
+	switch {
+	case s.Metadata == nil:
+		w.WriteString("null")
+	case len(s.Metadata) == 0:
+		w.WriteString("{}")
+	default:
+		w.WriteString("{")
+		for i, k := range slices.Sorted(maps.Keys(s.Metadata)) {
+			if i > 0 {
+				w.WriteString(",")
+			}
+			w.WriteString("\n    ")
+			value(k, "    ")
+			w.WriteString(": ")
+			value(s.Metadata[k], "    ")
+		}
+		w.WriteString("\n  }")
+	}
+	if len(s.Shards) > 0 {
+		w.WriteString(",\n  \"shards\": ")
+		value(s.Shards, "  ")
+	}
+	w.WriteString(",\n  \"tensors\": ")
+	switch {
+	case s.Tensors == nil:
+		w.WriteString("null")
+	case len(s.Tensors) == 0:
+		w.WriteString("[]")
+	default:
+		w.WriteString("[")
+		for i, t := range s.Tensors {
+			if i > 0 {
+				w.WriteString(",")
+			}
+			w.WriteString("\n    {")
+			if t.Shard != "" {
+				w.WriteString("\n      \"shard\": ")
+				value(t.Shard, "")
+				w.WriteString(",")
+			}
+			w.WriteString("\n      \"name\": ")
+			value(t.Name, "")
+			w.WriteString(",\n      \"dtype\": ")
+			value(t.DType, "")
+			w.WriteString(",\n      \"shape\": ")
+			uints(t.Shape)
+			w.WriteString(",\n      \"parameters\": ")
+			num(t.Parameters)
+			w.WriteString(",\n      \"bytes\": ")
+			num(t.Bytes)
+			w.WriteString(",\n      \"data_offsets\": ")
+			uints(t.DataOffsets[:])
+			w.WriteString("\n    }")
+		}
+		w.WriteString("\n  ]")
+	}
+	w.WriteString(",\n  \"totals\": ")
+	value(s.Totals, "  ")
+	w.WriteString("\n}\n")
+	if err != nil {
+		return err
+	}
+	return w.Flush()
 }
 
 func (s summary) print(w io.Writer) error {
