@@ -178,13 +178,14 @@ func NewReaderAt(r io.ReaderAt, size int64, opts ...ReadOption) (*Reader, error)
 // access to the missing pages. Use ReadAll where that may happen.
 //
 // Open fails for an empty file (ErrHeaderTooSmall), a path that is not a
-// regular file, and a file whose size changes while it is opened.
+// regular file (ErrNotRegular; a FIFO is refused without waiting for a
+// writer), and a file whose size changes while it is opened.
 func Open(path string, opts ...ReadOption) (*Reader, error) {
 	cfg, err := newReadConfig(opts)
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.Open(path)
+	f, err := openRegular(path)
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +212,7 @@ func openFile(f *os.File, path string, cfg *readConfig) (*Reader, error) {
 		return nil, err
 	}
 	if !info.Mode().IsRegular() {
-		return nil, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("%snot a regular file (mode %v)", prefix, info.Mode())}
+		return nil, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w (mode %v)", ErrNotRegular, info.Mode())}
 	}
 	size := info.Size()
 	h, err := readHeaderAt(f, size, cfg)
