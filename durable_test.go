@@ -145,7 +145,7 @@ var overwrites = []struct {
 		[]string{"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors", "model.safetensors.index.json"}},
 	{"single_to_sharded", makeCheckpoint(1, 6, 100, 0), makeCheckpoint(2, 6, 100, 250),
 		[]string{"model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors", "model-00003-of-00003.safetensors", "model.safetensors.index.json"}},
-	{"sharded_to_single", makeCheckpoint(1, 6, 100, 250), makeCheckpoint(2, 6, 100, 1 << 20),
+	{"sharded_to_single", makeCheckpoint(1, 6, 100, 250), makeCheckpoint(2, 6, 100, 1<<20),
 		[]string{"model.safetensors"}},
 }
 
