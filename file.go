@@ -16,7 +16,17 @@ import (
 // same directory, syncs it to disk, renames it to path, and then syncs the
 // directory where the platform allows. On any error the temporary file is
 // removed and an existing file at path is left as it was. Nothing is created
-// if the tensors are invalid. The new file gets mode 0666 before the umask.
+// if the tensors are invalid. Errors name path, not the temporary file.
+//
+// A file that replaces another keeps its permission bits (a file of mode
+// 0600 stays private), though not its owner or other attributes; a new file
+// gets mode 0666 minus the umask. A symbolic link at path is replaced by
+// the new file, which takes the mode of the file the link pointed to; that
+// file is left as it was. This is what the Hugging Face cache needs, whose
+// snapshots are links into a directory of content-addressed blobs shared
+// by several revisions: writing through the link would change a blob under
+// the name of another content. To write through a link, resolve it first
+// with filepath.EvalSymlinks.
 func WriteFile(path string, tensors []Tensor, metadata map[string]string, opts ...WriteOption) error {
 	pl, err := planTensors(tensors, metadata, opts)
 	if err != nil {
@@ -48,7 +58,8 @@ type FileWriter struct {
 // several goroutines. Close then checks that every byte arrived, syncs the
 // file and renames it to path; if anything failed, including a source passed
 // to WriteTensor, Close removes the temporary file and leaves an existing
-// file at path as it was. Abort gives up explicitly.
+// file at path as it was. Abort gives up explicitly. Modes, symbolic links
+// and errors are as for WriteFile.
 func CreateFile(path string, specs []TensorSpec, metadata map[string]string, opts ...WriteOption) (*FileWriter, error) {
 	pl, err := planSpecs(specs, metadata, opts)
 	if err != nil {
