@@ -233,7 +233,7 @@ func openFile(f *os.File, path string, cfg *readConfig) (*Reader, error) {
 		if err != nil {
 			return nil, err
 		}
-		r.mapping, r.release = m, unmap
+		r.mapping, r.release = m, trackMapping(m, path, unmap)
 		r.data = m[h.DataOffset():]
 	}
 	// A file that shrank while it was opened would crash the program when
