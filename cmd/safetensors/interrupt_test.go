@@ -138,3 +138,38 @@ func TestConvertFIFO(t *testing.T) {
 		}
 	}
 }
+
+// TestTruncatedWhileRead truncates the file that stats and validate --values
+// are reading through a mapping: they exit with 1 and say why, rather than
+// being killed by SIGBUS.
+func TestTruncatedWhileRead(t *testing.T) {
+	for _, args := range [][]string{{"stats"}, {"validate", "--values"}} {
+		t.Run(args[0], func(t *testing.T) {
+			for try := 0; ; try++ {
+				in := filepath.Join(t.TempDir(), "in.safetensors")
+				sparseModel(t, in, 8<<30) // zeros read from holes: fast, but not instant
+				cmd, output := startCommand(t, append(args, in)...)
+				exited := make(chan struct{})
+				var waitErr error
+				go func() { waitErr = cmd.Wait(); close(exited) }()
+				time.Sleep(300 * time.Millisecond)
+				require.NoError(t, os.Truncate(in, 4096))
+				select {
+				case <-exited:
+				case <-time.After(60 * time.Second):
+					cmd.Process.Kill()
+					t.Fatal("the command did not stop")
+				}
+				if !strings.Contains(output.String(), "truncated while mapped") && try < 3 {
+					continue // it had not opened the file, or had finished
+				}
+				var exit *exec.ExitError
+				require.True(t, errors.As(waitErr, &exit), "%v: %s", waitErr, output)
+				assert.Equal(t, exitFail, exit.ExitCode(), output.String())
+				assert.Contains(t, output.String(), "truncated while mapped")
+				assert.Contains(t, output.String(), in)
+				return
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -47,6 +48,11 @@ with no real value (C64, F4, F6) are listed with dashes.`)
 			continue
 		}
 		s, err := t.Stats()
+		if errors.Is(err, safetensors.ErrFileChanged) {
+			tw.Flush()
+			fmt.Fprintf(stderr, "safetensors stats: %v\n", err)
+			return exitFail
+		}
 		if err != nil {
 			fmt.Fprintf(tw, "%s\t%v\t-\t-\t-\t-\t-\t-\t-\n", quoteIfNeeded(name), t.DType)
 			continue
