@@ -629,3 +629,9 @@ func ExampleWriter_SpecOrder() {
 	// a is spec 1
 	// b is spec 0
 }
+
+func ExampleErrNotRegular() {
+	_, err := safetensors.Open(os.TempDir()) // a directory; a FIFO is refused the same way, at once
+	fmt.Println(errors.Is(err, safetensors.ErrNotRegular))
+	// Output: true
+}

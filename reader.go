@@ -173,9 +173,15 @@ func NewReaderAt(r io.ReaderAt, size int64, opts ...ReadOption) (*Reader, error)
 // plan9), or with the ReadAll option, it reads the data section into memory.
 //
 // The mapping lives until Close: the Data of a Tensor obtained from the
-// Reader must not be used after Close, which unmaps it. Neither may the file
-// be truncated while it is mapped; the system would stop the program on
-// access to the missing pages. Use ReadAll where that may happen.
+// Reader must not be used after Close, which unmaps it. The mapping is
+// read-only and shared: writing into a tensor's Data stops the program
+// (SIGSEGV); copy it, or Open with ReadAll, to modify tensors. A file
+// truncated while it is mapped loses the pages past its new end: the
+// functions of this package that read a tensor's bytes (Stats, Float32s,
+// Values, Write, ...) then return an error wrapping ErrFileChanged, but
+// code that reads Data itself is stopped by the system (SIGBUS) unless it
+// calls runtime/debug.SetPanicOnFault on its goroutine and recovers, as the
+// ErrFileChanged example shows. Use ReadAll where files may be truncated.
 //
 // Open fails for an empty file (ErrHeaderTooSmall), a path that is not a
 // regular file (ErrNotRegular; a FIFO is refused without waiting for a
