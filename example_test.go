@@ -635,3 +635,24 @@ func ExampleErrNotRegular() {
 	fmt.Println(errors.Is(err, safetensors.ErrNotRegular))
 	// Output: true
 }
+
+func ExampleTempPattern() {
+	dir, err := os.MkdirTemp("", "example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	// What a writer killed with SIGKILL while writing model.safetensors
+	// leaves behind.
+	if err := os.WriteFile(filepath.Join(dir, ".model.safetensors.tmp1x2y3z"), nil, 0o644); err != nil {
+		log.Fatal(err)
+	}
+	leftovers, err := filepath.Glob(filepath.Join(dir, safetensors.TempPattern))
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, path := range leftovers {
+		fmt.Println(filepath.Base(path))
+	}
+	// Output: .model.safetensors.tmp1x2y3z
+}
