@@ -135,6 +135,9 @@ func (c *converter) convertFile(ctx context.Context, in, out string) error {
 			}
 			chunk := c.in[:n]
 			if _, err := f.ReadAt(chunk, int64(off+pos)); err != nil {
+				if err == io.EOF {
+					err = fmt.Errorf("the file was truncated while it was read: %w", io.ErrUnexpectedEOF)
+				}
 				return fmt.Errorf("%s: tensor %q: reading bytes [%d, %d): %w", in, s.Name, off+pos, off+pos+n, err)
 			}
 			if t.DType != s.DType {

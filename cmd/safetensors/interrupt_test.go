@@ -140,15 +140,28 @@ func TestConvertFIFO(t *testing.T) {
 }
 
 // TestTruncatedWhileRead truncates the file that stats and validate --values
-// are reading through a mapping: they exit with 1 and say why, rather than
-// being killed by SIGBUS.
+// are reading through a mapping, and convert through ReadAt: they exit with
+// 1 and say why, rather than being killed by SIGBUS, and convert leaves no
+// file.
 func TestTruncatedWhileRead(t *testing.T) {
-	for _, args := range [][]string{{"stats"}, {"validate", "--values"}} {
-		t.Run(args[0], func(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"stats"}, "truncated while mapped"},
+		{[]string{"validate", "--values"}, "truncated while mapped"},
+		{[]string{"convert", "--dtype", "BF16"}, "truncated while it was read"},
+	} {
+		t.Run(tt.args[0], func(t *testing.T) {
 			for try := 0; ; try++ {
-				in := filepath.Join(t.TempDir(), "in.safetensors")
+				dir := t.TempDir()
+				in := filepath.Join(dir, "in.safetensors")
 				sparseModel(t, in, 8<<30) // zeros read from holes: fast, but not instant
-				cmd, output := startCommand(t, append(args, in)...)
+				args := append(tt.args, in)
+				if tt.args[0] == "convert" {
+					args = append(args, filepath.Join(dir, "out.safetensors"))
+				}
+				cmd, output := startCommand(t, args...)
 				exited := make(chan struct{})
 				var waitErr error
 				go func() { waitErr = cmd.Wait(); close(exited) }()
@@ -160,14 +173,17 @@ func TestTruncatedWhileRead(t *testing.T) {
 					cmd.Process.Kill()
 					t.Fatal("the command did not stop")
 				}
-				if !strings.Contains(output.String(), "truncated while mapped") && try < 3 {
+				if !strings.Contains(output.String(), tt.want) && try < 3 {
 					continue // it had not opened the file, or had finished
 				}
 				var exit *exec.ExitError
 				require.True(t, errors.As(waitErr, &exit), "%v: %s", waitErr, output)
 				assert.Equal(t, exitFail, exit.ExitCode(), output.String())
-				assert.Contains(t, output.String(), "truncated while mapped")
+				assert.Contains(t, output.String(), tt.want)
 				assert.Contains(t, output.String(), in)
+				entries, err := os.ReadDir(dir)
+				require.NoError(t, err)
+				assert.Len(t, entries, 1, "only the input is left")
 				return
 			}
 		})
