@@ -271,14 +271,14 @@ func TestCrashChild(t *testing.T) {
 // holds the old or the new checkpoint, complete, for transformers and for
 // OpenIndex; and that a later save leaves only the new checkpoint's files,
 // apart from the killed writer's temporary files. Under -short it kills at
-// every other operation.
+// every third operation.
 func TestShardedCrashSweep(t *testing.T) {
 	if os.Getenv(crashEnv) != "" {
 		t.Skip("in the child")
 	}
 	stride := 1
 	if testing.Short() && !slowTests {
-		stride = 2
+		stride = 3
 	}
 	for _, o := range overwrites {
 		t.Run(o.name, func(t *testing.T) {
@@ -368,7 +368,7 @@ func TestShardedDiskFull(t *testing.T) {
 	step := int64(1) // every level with the slow tag
 	switch {
 	case testing.Short() && !slowTests:
-		step = 37
+		step = 61
 	case !slowTests:
 		step = 17
 	}
@@ -376,22 +376,23 @@ func TestShardedDiskFull(t *testing.T) {
 		t.Run(o.name, func(t *testing.T) {
 			var budget int64
 			var mu sync.Mutex
-			saved := createTemp
-			t.Cleanup(func() { createTemp = saved })
+			saved, savedSync := createTemp, syncDir
+			t.Cleanup(func() { createTemp, syncDir = saved, savedSync })
+			syncDir = func(string) {} // the files are not needed after a power cut
+			createTemp = func(name string) (fileWriter, error) {
+				f, err := saved(name)
+				if err != nil {
+					return nil, err
+				}
+				return &budgetFile{File: f.(*os.File), budget: &budget, mu: &mu}, nil
+			}
 			levels, failed := 0, 0
 			for n := int64(0); ; n += step {
 				dir := t.TempDir()
-				createTemp = saved
+				budget = 1 << 40
 				require.NoError(t, o.old.save(dir))
 				before := dirNames(t, dir)
 				budget = n
-				createTemp = func(name string) (fileWriter, error) {
-					f, err := saved(name)
-					if err != nil {
-						return nil, err
-					}
-					return &budgetFile{File: f.(*os.File), budget: &budget, mu: &mu}, nil
-				}
 				err := o.new.save(dir)
 				levels++
 				if err != nil {
