@@ -19,7 +19,8 @@ the dtype given by --dtype; the other tensors (integers, BOOL, the F8 types) and
 the metadata are kept as they are. It streams: memory use does not grow with the
 file. OUT appears only when it is complete: until then it is written to a
 temporary file beside it, named .OUT.tmpXXXX, which a failure, SIGINT or SIGTERM
-removes (only SIGKILL or a crash can leave it, to be deleted by hand).
+removes (only SIGKILL or a crash can leave it, to be deleted by hand); after a
+signal the exit status is 130 (SIGINT) or 143 (SIGTERM).
 F64 values are rounded to float32 (to nearest) before any conversion to 16 bits.
 A progress bar goes to stderr when it is a terminal and the file is large.`)
 	dtype := fs.String("dtype", "", "the dtype of the float tensors: F16, BF16 or F32 (required)")
