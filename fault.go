@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -25,10 +26,12 @@ type mappedFile struct {
 	path       string
 }
 
-// mappings holds the live mappings by start address.
+// mappings holds the live mappings by start address; live counts them, so
+// that guardFaults costs nothing when there are none.
 var mappings struct {
 	sync.Mutex
-	m map[uintptr]mappedFile
+	m    map[uintptr]mappedFile
+	live atomic.Int64
 }
 
 // trackMapping records that m maps the file at path until unmap is called,
@@ -43,10 +46,12 @@ func trackMapping(m []byte, path string, unmap func() error) func() error {
 		mappings.m = make(map[uintptr]mappedFile)
 	}
 	mappings.m[start] = mappedFile{start: start, end: start + uintptr(len(m)), path: path}
+	mappings.live.Add(1)
 	mappings.Unlock()
 	return func() error {
 		mappings.Lock()
 		delete(mappings.m, start)
+		mappings.live.Add(-1)
 		mappings.Unlock()
 		return unmap()
 	}
@@ -64,12 +69,30 @@ func mappedAt(addr uintptr) (mappedFile, bool) {
 	return mappedFile{}, false
 }
 
-// guardFaults makes a fault of the calling goroutine on a bad address a
-// panic rather than the end of the program, and returns the previous
-// setting, for recoverFault.
-func guardFaults() bool { return debug.SetPanicOnFault(true) }
+// A faultGuard is the state that guardFaults saves: whether it turned
+// faults into panics, and the setting it replaced.
+type faultGuard uint8
 
-// recoverFault ends what guardFaults began: it restores the setting old,
+const (
+	guardOff   faultGuard = iota // nothing mapped: nothing changed
+	guardWasOff                  // set; it was off before
+	guardWasOn                   // set; it was on before
+)
+
+// guardFaults makes a fault of the calling goroutine on a bad address a
+// panic rather than the end of the program, while any file is mapped, and
+// returns what recoverFault needs to restore.
+func guardFaults() faultGuard {
+	if mappings.live.Load() == 0 {
+		return guardOff
+	}
+	if debug.SetPanicOnFault(true) {
+		return guardWasOn
+	}
+	return guardWasOff
+}
+
+// recoverFault ends what guardFaults began: it restores the setting,
 // and, given what recover returned, returns nil if there was no panic, an
 // error wrapping ErrFileChanged for the named tensor if the panic was a
 // fault in a mapping of Open, or panics again with anything else. Use it
@@ -81,8 +104,10 @@ func guardFaults() bool { return debug.SetPanicOnFault(true) }
 //			err = e
 //		}
 //	}()
-func recoverFault(old bool, r any, name string) error {
-	debug.SetPanicOnFault(old)
+func recoverFault(old faultGuard, r any, name string) error {
+	if old != guardOff {
+		debug.SetPanicOnFault(old == guardWasOn)
+	}
 	if r == nil {
 		return nil
 	}
