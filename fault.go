@@ -74,9 +74,9 @@ func mappedAt(addr uintptr) (mappedFile, bool) {
 type faultGuard uint8
 
 const (
-	guardOff   faultGuard = iota // nothing mapped: nothing changed
-	guardWasOff                  // set; it was off before
-	guardWasOn                   // set; it was on before
+	guardOff    faultGuard = iota // nothing mapped: nothing changed
+	guardWasOff                   // set; it was off before
+	guardWasOn                    // set; it was on before
 )
 
 // guardFaults makes a fault of the calling goroutine on a bad address a
