@@ -422,3 +422,39 @@ func TestShardedDiskFull(t *testing.T) {
 		})
 	}
 }
+
+// TestShardedNoHardLinks saves a checkpoint over one with the same shard
+// names where hard links fail, as on FAT: the new checkpoint is complete
+// under the temporary names its index lists, and the old one is gone.
+func TestShardedNoHardLinks(t *testing.T) {
+	saved := linkFile
+	t.Cleanup(func() { linkFile = saved })
+	linkFile = func(from, to string) error {
+		return &os.LinkError{Op: "link", Old: from, New: to, Err: syscall.EPERM}
+	}
+	dir := t.TempDir()
+	old, new := makeCheckpoint(1, 6, 100, 250), makeCheckpoint(2, 6, 100, 250)
+	require.NoError(t, old.save(dir))
+	require.NoError(t, new.save(dir))
+	hf, index, err := loadCheckpoint(dir)
+	require.NoError(t, err)
+	assert.True(t, new.equal(hf))
+	assert.True(t, new.equal(index))
+	assert.Equal(t, []string{"model.safetensors.index.json"}, visible(t, dir), "the old shards are removed")
+	s, err := OpenIndex(dir)
+	require.NoError(t, err)
+	shards := s.Shards()
+	s.Close()
+	require.Len(t, shards, 3)
+	for _, shard := range shards {
+		assert.True(t, strings.HasPrefix(shard, ".model-0000"), shard)
+	}
+	// With links back, the next save gives the usual names and removes the
+	// temporary ones.
+	linkFile = saved
+	require.NoError(t, old.save(dir))
+	hf, _, err = loadCheckpoint(dir)
+	require.NoError(t, err)
+	assert.True(t, old.equal(hf))
+	assert.Equal(t, overwrites[0].files, dirNames(t, dir))
+}
