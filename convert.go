@@ -475,10 +475,17 @@ func (t Tensor) Float32s() ([]float32, error) {
 // lacks the capacity, so that a large tensor can be decoded in chunks
 // through one buffer: give it a Tensor whose Data is a part of the bytes, a
 // whole number of elements, and dst[:0]. On error dst is returned as it was.
-func (t Tensor) AppendFloat32s(dst []float32) ([]float32, error) {
+func (t Tensor) AppendFloat32s(dst []float32) (result []float32, err error) {
 	if err := t.checkFloat32s(); err != nil {
 		return dst, err
 	}
+	orig := dst
+	old := guardFaults()
+	defer func() {
+		if e := recoverFault(old, recover(), t.Name); e != nil {
+			result, err = orig, e
+		}
+	}()
 	n := len(t.Data) / (t.DType.Bits() / 8)
 	dst = slices.Grow(dst, n)
 	out := dst[len(dst) : len(dst)+n]

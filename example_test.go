@@ -760,3 +760,30 @@ func ExampleWriter_SpecOrder() {
 	// a is spec 1
 	// b is spec 0
 }
+
+func ExampleErrNotRegular() {
+	_, err := safetensors.Open(os.TempDir()) // a directory; a FIFO is refused the same way, at once
+	fmt.Println(errors.Is(err, safetensors.ErrNotRegular))
+	// Output: true
+}
+
+func ExampleTempPattern() {
+	dir, err := os.MkdirTemp("", "example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	// What a writer killed with SIGKILL while writing model.safetensors
+	// leaves behind.
+	if err := os.WriteFile(filepath.Join(dir, ".model.safetensors.tmp1x2y3z"), nil, 0o644); err != nil {
+		log.Fatal(err)
+	}
+	leftovers, err := filepath.Glob(filepath.Join(dir, safetensors.TempPattern))
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, path := range leftovers {
+		fmt.Println(filepath.Base(path))
+	}
+	// Output: .model.safetensors.tmp1x2y3z
+}

@@ -16,7 +16,17 @@ import (
 // same directory, syncs it to disk, renames it to path, and then syncs the
 // directory where the platform allows. On any error the temporary file is
 // removed and an existing file at path is left as it was. Nothing is created
-// if the tensors are invalid. The new file gets mode 0666 before the umask.
+// if the tensors are invalid. Errors name path, not the temporary file.
+//
+// A file that replaces another keeps its permission bits (a file of mode
+// 0600 stays private), though not its owner or other attributes; a new file
+// gets mode 0666 minus the umask. A symbolic link at path is replaced by
+// the new file, which takes the mode of the file the link pointed to; that
+// file is left as it was. This is what the Hugging Face cache needs, whose
+// snapshots are links into a directory of content-addressed blobs shared
+// by several revisions: writing through the link would change a blob under
+// the name of another content. To write through a link, resolve it first
+// with filepath.EvalSymlinks.
 func WriteFile(path string, tensors []Tensor, metadata map[string]string, opts ...WriteOption) error {
 	pl, err := planTensors(tensors, metadata, opts)
 	if err != nil {
@@ -48,7 +58,8 @@ type FileWriter struct {
 // several goroutines. Close then checks that every byte arrived, syncs the
 // file and renames it to path; if anything failed, including a source passed
 // to WriteTensor, Close removes the temporary file and leaves an existing
-// file at path as it was. Abort gives up explicitly.
+// file at path as it was. Abort gives up explicitly. Modes, symbolic links
+// and errors are as for WriteFile.
 func CreateFile(path string, specs []TensorSpec, metadata map[string]string, opts ...WriteOption) (*FileWriter, error) {
 	pl, err := planSpecs(specs, metadata, opts)
 	if err != nil {
@@ -94,6 +105,7 @@ type fileWriter interface {
 	io.WriterAt
 	Sync() error
 	Close() error
+	Chmod(mode os.FileMode) error
 	Name() string
 }
 
@@ -107,6 +119,24 @@ var createTemp = func(name string) (fileWriter, error) {
 	return f, nil
 }
 
+// The file-system operations by which the writers put files in place and
+// clean up; tests replace them to fail or crash at each step.
+var (
+	renameFile = os.Rename
+	linkFile   = os.Link
+	removeFile = os.Remove
+)
+
+// TempPattern describes the names of the temporary files that WriteFile,
+// CreateFile and the sharded writers write before renaming them into place,
+// in the destination's directory: a dot, the destination's file name,
+// ".tmp" and a random base-36 suffix, as in
+// .model.safetensors.tmp3k0v9x2hq1s7. A writer removes its temporary files
+// when it fails, is aborted or completes; only a process killed outright
+// (SIGKILL, a power cut) leaves them behind, and those that no running
+// writer owns can be deleted.
+const TempPattern = ".*.tmp*"
+
 // atomicFile is a temporary file that replaces the file at path when it is
 // committed, and disappears when it is aborted.
 type atomicFile struct {
@@ -117,23 +147,90 @@ type atomicFile struct {
 	err     error // the result of commit
 }
 
-// createAtomic creates the temporary file for path, in the same directory
-// so that the rename is atomic.
-func createAtomic(path string) (*atomicFile, error) {
+// tempName returns a new temporary name for the file at path, in its
+// directory.
+func tempName(path string) string {
 	dir, base := filepath.Split(path)
+	return filepath.Join(dir, "."+base+".tmp"+strconv.FormatUint(rand.Uint64(), 36))
+}
+
+// createAtomic creates the temporary file for path, in the same directory
+// so that the rename is atomic. When a file is already at path, the
+// temporary file takes its permission bits, which the rename keeps: a
+// private file stays private.
+func createAtomic(path string) (*atomicFile, error) {
 	var f fileWriter
+	var tmp string
 	var err error
 	for range 100 {
-		tmp := filepath.Join(dir, "."+base+".tmp"+strconv.FormatUint(rand.Uint64(), 36))
+		tmp = tempName(path)
 		f, err = createTemp(tmp)
 		if !errors.Is(err, os.ErrExist) {
 			break
 		}
 	}
 	if err != nil {
-		return nil, err
+		return nil, targetError(err, tmp, path)
 	}
-	return &atomicFile{f: f, path: path}, nil
+	if info, err := os.Stat(path); err == nil && info.Mode().IsRegular() {
+		if err := f.Chmod(info.Mode().Perm()); err != nil {
+			f.Close()
+			removeFile(tmp)
+			return nil, targetError(err, tmp, path)
+		}
+	}
+	return &atomicFile{f: &targetFile{fileWriter: f, path: path}, path: path}, nil
+}
+
+// targetError returns err with the temporary file's name tmp, if it gives
+// it, replaced by path, the name the caller gave: the temporary file is an
+// internal detail, and gone once the error is returned.
+func targetError(err error, tmp, path string) error {
+	var pe *os.PathError
+	var le *os.LinkError
+	switch {
+	case errors.As(err, &pe) && pe.Path == tmp:
+		return &os.PathError{Op: pe.Op, Path: path, Err: pe.Err}
+	case errors.As(err, &le) && (le.Old == tmp || le.New == tmp):
+		return &os.PathError{Op: le.Op, Path: path, Err: le.Err}
+	}
+	return err
+}
+
+// targetFile is a temporary file whose errors name the destination.
+type targetFile struct {
+	fileWriter
+	path string
+}
+
+func (t *targetFile) Write(p []byte) (int, error) {
+	n, err := t.fileWriter.Write(p)
+	return n, t.fix(err)
+}
+
+func (t *targetFile) WriteAt(p []byte, off int64) (int, error) {
+	n, err := t.fileWriter.WriteAt(p, off)
+	return n, t.fix(err)
+}
+
+// ReadFrom keeps the file's own ReadFrom, which may copy without a buffer
+// (copy_file_range), for sequential writes from an *os.File.
+func (t *targetFile) ReadFrom(r io.Reader) (int64, error) {
+	if rf, ok := t.fileWriter.(io.ReaderFrom); ok {
+		n, err := rf.ReadFrom(r)
+		return n, t.fix(err)
+	}
+	return io.Copy(struct{ io.Writer }{t}, r)
+}
+
+func (t *targetFile) Sync() error  { return t.fix(t.fileWriter.Sync()) }
+func (t *targetFile) Close() error { return t.fix(t.fileWriter.Close()) }
+
+func (t *targetFile) fix(err error) error {
+	if err == nil {
+		return nil
+	}
+	return targetError(err, t.fileWriter.Name(), t.path)
 }
 
 // abort closes and removes the temporary file, unless it was committed.
@@ -146,7 +243,7 @@ func (a *atomicFile) abort() {
 	if !a.flushed {
 		a.f.Close()
 	}
-	os.Remove(a.f.Name())
+	removeFile(a.f.Name())
 }
 
 // commit syncs and closes the temporary file and renames it to the path;
@@ -187,18 +284,19 @@ func (a *atomicFile) rename() error {
 	if a.done {
 		return a.err
 	}
-	if err := os.Rename(a.f.Name(), a.path); err != nil {
+	if err := renameFile(a.f.Name(), a.path); err != nil {
 		a.abort()
-		a.err = err
-		return err
+		a.err = targetError(err, a.f.Name(), a.path)
+		return a.err
 	}
 	a.done = true
 	return nil
 }
 
 // syncDir makes a rename in dir durable where the platform allows; it is
-// best effort, since the new file is in place whatever it returns.
-func syncDir(dir string) {
+// best effort, since the new file is in place whatever it returns. Tests
+// that simulate full disks replace it, to run faster.
+var syncDir = func(dir string) {
 	if runtime.GOOS == "windows" || runtime.GOOS == "plan9" {
 		return
 	}

@@ -366,7 +366,7 @@ func openLoadFile(f LoadFile, noCache bool) (openedFile, error) {
 	// faults, and the page cache can be bypassed or dropped.
 	// If the path no longer leads to the file Open mapped, read the
 	// mapping.
-	file, err := os.Open(f.local.path)
+	file, err := openRegular(f.local.path)
 	if err != nil {
 		return of, nil
 	}

@@ -188,18 +188,25 @@ func NewReaderAt(r io.ReaderAt, size int64, opts ...ReadOption) (*Reader, error)
 // plan9), or with the ReadAll option, it reads the data section into memory.
 //
 // The mapping lives until Close: the Data of a Tensor obtained from the
-// Reader must not be used after Close, which unmaps it. Neither may the file
-// be truncated while it is mapped; the system would stop the program on
-// access to the missing pages. Use ReadAll where that may happen.
+// Reader must not be used after Close, which unmaps it. The mapping is
+// read-only and shared: writing into a tensor's Data stops the program
+// (SIGSEGV); copy it, or Open with ReadAll, to modify tensors. A file
+// truncated while it is mapped loses the pages past its new end: the
+// functions of this package that read a tensor's bytes (Stats, Float32s,
+// Values, Write, ...) then return an error wrapping ErrFileChanged, but
+// code that reads Data itself is stopped by the system (SIGBUS) unless it
+// calls runtime/debug.SetPanicOnFault on its goroutine and recovers, as the
+// ErrFileChanged example shows. Use ReadAll where files may be truncated.
 //
 // Open fails for an empty file (ErrHeaderTooSmall), a path that is not a
-// regular file, and a file whose size changes while it is opened.
+// regular file (ErrNotRegular; a FIFO is refused without waiting for a
+// writer), and a file whose size changes while it is opened.
 func Open(path string, opts ...ReadOption) (*Reader, error) {
 	cfg, err := newReadConfig(opts)
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.Open(path)
+	f, err := openRegular(path)
 	if err != nil {
 		return nil, err
 	}
@@ -226,7 +233,7 @@ func openFile(f *os.File, path string, cfg *readConfig) (*Reader, error) {
 		return nil, err
 	}
 	if !info.Mode().IsRegular() {
-		return nil, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("%snot a regular file (mode %v)", prefix, info.Mode())}
+		return nil, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w (mode %v)", ErrNotRegular, info.Mode())}
 	}
 	size := info.Size()
 	h, err := readHeaderAt(f, size, cfg)
@@ -250,7 +257,7 @@ func openFile(f *os.File, path string, cfg *readConfig) (*Reader, error) {
 		if err != nil {
 			return nil, err
 		}
-		r.mapping, r.release = m, unmap
+		r.mapping, r.release = m, trackMapping(m, path, unmap)
 		r.data = m[h.DataOffset():]
 		r.local = &localFile{path: path, info: info, dataOffset: int64(h.DataOffset())}
 	}

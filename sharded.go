@@ -112,7 +112,7 @@ func OpenIndex(path string, opts ...ReadOption) (*Sharded, error) {
 
 // openSingle opens the safetensors file at path as a Sharded of one shard.
 func openSingle(path string, cfg *readConfig) (*Sharded, error) {
-	f, err := os.Open(path)
+	f, err := openRegular(path)
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +185,7 @@ func findCheckpoint(path string) (file string, isIndex bool, err error) {
 // readIndexFile reads the index file at path, of at most maxIndexSize
 // bytes.
 func readIndexFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := openRegular(path)
 	if err != nil {
 		return nil, err
 	}
@@ -399,7 +399,7 @@ func (s *Sharded) openShards(weightMap map[string]string, open func(string) (*Re
 
 // openShard opens the named shard inside root.
 func openShard(root *os.Root, file string, cfg *readConfig) (*Reader, error) {
-	f, err := root.Open(filepath.FromSlash(file))
+	f, err := openRegularIn(root, filepath.FromSlash(file))
 	if err != nil {
 		return nil, err
 	}
@@ -583,6 +583,10 @@ type ShardedWriter struct {
 	shards    []*FileWriter // parallel to files
 	where     map[string]int
 	index     []byte // the index file's bytes; nil for a single shard
+	total     uint64 // the tensors' bytes, the index's total_size
+	params    uint64 // the tensors' elements, the index's total_parameters
+	closed    bool
+	err       error // the result of Close
 }
 
 // CreateSharded starts writing a sharded checkpoint of the tensors specs
@@ -609,10 +613,27 @@ type ShardedWriter struct {
 //
 // The tensors' bytes then go through WriteTensor, in any order, from any
 // number of goroutines. Until Close succeeds, the shards have temporary
-// names: Close checks that every byte arrived, removes an index already at
-// the index's name, renames the shards into place and writes the index
-// last. A failure leaves no index, and so never one that points at missing
-// or partial shards.
+// names (see TempPattern): Close checks that every byte arrived and puts the
+// checkpoint in place.
+//
+// A checkpoint already in dir, sharded or a single file, is replaced
+// safely: on Linux and other Unix systems, at every instant of the write, a
+// crash included, the directory holds a complete checkpoint, the old one or
+// the new one, that OpenIndex and the Hugging Face loaders (which look for
+// base.safetensors before the index) read with the right bytes. The index
+// is the commit point: it is replaced atomically, after the new shards are
+// in place under names the old index does not use. When the new shards'
+// names are taken, as when a model is saved again with as many shards, the
+// index first names the shards by their temporary names, and then, once the
+// shards have hard links under their final names, by those; where hard
+// links are not supported (FAT, some network file systems), the shards keep
+// the temporary names, which the index lists. After the new checkpoint is
+// in place, Close removes what the old one used and the new one does not:
+// the shards the old index named, files named like this checkpoint's
+// shards, a single file base.safetensors beside a new index, and an old
+// index beside a new single file. On Windows, where a file open elsewhere
+// cannot be replaced, the same order applies but a rename may fail; a
+// failure before the commit point leaves the old checkpoint as it was.
 func CreateSharded(dir, base string, specs []TensorSpec, maxShardSize int64, metadata map[string]string, opts ...WriteOption) (*ShardedWriter, error) {
 	if maxShardSize <= 0 {
 		return nil, fmt.Errorf("%smaximum shard size %d is not positive", prefix, maxShardSize)
@@ -655,6 +676,7 @@ func CreateSharded(dir, base string, specs []TensorSpec, maxShardSize int64, met
 	if len(groups) != 1 {
 		w.index = appendIndex(nil, params, total, weightMap)
 	}
+	w.total, w.params = total, params
 	return w, nil
 }
 
@@ -785,51 +807,24 @@ func (w *ShardedWriter) WriteTensor(name string, r io.Reader) error {
 }
 
 // Close completes the checkpoint: it checks that every shard received all
-// its bytes and syncs it, removes an index file already at the index's
-// name, renames the shards into place, and writes the index atomically. On
-// failure it removes the shards not yet in place, and no index is left.
-// Close must not be called concurrently with WriteTensor.
+// its bytes and syncs it, puts the shards and the index in place, and then
+// removes what an earlier checkpoint in the directory left and the new one
+// does not use (see CreateSharded for the order, which keeps a complete
+// checkpoint in the directory at every instant). On failure before the new
+// checkpoint is in place, it removes the new shards and leaves the old
+// checkpoint as it was. Close must not be called concurrently with
+// WriteTensor; a second call returns the result of the first.
 func (w *ShardedWriter) Close() error {
-	for _, fw := range w.shards {
-		if err := fw.Writer.Close(); err != nil {
-			w.Abort()
-			return err
-		}
-		if err := fw.f.flush(); err != nil {
-			w.Abort()
-			return err
-		}
+	if w.closed {
+		return w.err
 	}
-	indexPath := filepath.Join(w.dir, w.base+IndexSuffix)
-	if err := os.Remove(indexPath); err != nil && !errors.Is(err, os.ErrNotExist) {
-		w.Abort()
-		return err
-	}
-	for _, fw := range w.shards {
-		if err := fw.f.rename(); err != nil {
-			w.Abort()
-			return err
-		}
-	}
-	if w.index != nil {
-		f, err := createAtomic(indexPath)
-		if err != nil {
-			return err
-		}
-		if _, err := f.f.Write(w.index); err != nil {
-			f.abort()
-			return err
-		}
-		if err := f.commit(); err != nil {
-			return err
-		}
-	}
-	syncDir(w.dir)
-	return nil
+	w.closed = true
+	w.err = w.commit()
+	return w.err
 }
 
-// Abort stops writing and removes the shards' temporary files. Shards
-// already renamed into place by a Close that failed stay, with no index.
+// Abort stops writing and removes the shards' temporary files; the
+// directory keeps the checkpoint it had. After Close, it does nothing.
 func (w *ShardedWriter) Abort() {
 	for _, fw := range w.shards {
 		fw.Abort()

@@ -28,7 +28,13 @@ const statsChunk = 4096
 // dtype that Float32s decodes, and F64 without rounding to float32; it
 // allocates nothing for F32 and F64 tensors in a file, and a 16 KiB buffer
 // for the others.
-func (t Tensor) Stats() (Stats, error) {
+func (t Tensor) Stats() (_ Stats, err error) {
+	old := guardFaults()
+	defer func() {
+		if e := recoverFault(old, recover(), t.Name); e != nil {
+			err = e
+		}
+	}()
 	var a statsAcc
 	switch t.DType {
 	case F32:
@@ -61,7 +67,11 @@ func (t Tensor) Stats() (Stats, error) {
 	buf := make([]float32, 0, statsChunk)
 	for b := t.Data; len(b) > 0; {
 		chunk := b[:min(len(b), size*statsChunk)]
-		buf, _ = Tensor{DType: t.DType, Data: chunk}.AppendFloat32s(buf[:0]) // checked above
+		var err error
+		// The dtype and size are checked above: only a fault can fail.
+		if buf, err = (Tensor{Name: t.Name, DType: t.DType, Data: chunk}).AppendFloat32s(buf[:0]); err != nil {
+			return Stats{}, err
+		}
 		addChunk(&a, buf)
 		b = b[len(chunk):]
 	}

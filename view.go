@@ -112,11 +112,18 @@ func View[T Number](t Tensor) ([]T, error) {
 // Values decodes t's elements into dst, appending to it, and returns the
 // result: a copy, whatever the host's byte order and the alignment of
 // t.Data. T must hold the dtype as for View.
-func Values[T Number](t Tensor, dst []T) ([]T, error) {
+func Values[T Number](t Tensor, dst []T) (result []T, err error) {
 	n, err := checkKind[T](t)
 	if err != nil {
 		return dst, err
 	}
+	orig := dst
+	old := guardFaults()
+	defer func() {
+		if e := recoverFault(old, recover(), t.Name); e != nil {
+			result, err = orig, e
+		}
+	}()
 	if cap(dst)-len(dst) < n {
 		dst = append(make([]T, 0, len(dst)+n), dst...)
 	}

@@ -491,13 +491,22 @@ func planTensors(tensors []Tensor, metadata map[string]string, opts []WriteOptio
 
 // writeTensors writes the file that pl lays out for tensors to w, through a
 // Writer, buffering small tensors.
-func writeTensors(w io.Writer, pl *plan, tensors []Tensor) error {
+func writeTensors(w io.Writer, pl *plan, tensors []Tensor) (err error) {
+	// A tensor mapped by Open from a file truncated since is an error.
+	var name string
+	old := guardFaults()
+	defer func() {
+		if e := recoverFault(old, recover(), name); e != nil {
+			err = e
+		}
+	}()
 	bw := bufio.NewWriterSize(w, 64<<10)
 	wr, err := newWriter(bw, pl)
 	if err != nil {
 		return err
 	}
 	for _, i := range pl.order {
+		name = tensors[i].Name
 		// The bytes go to bw as they are; bufio passes large ones through.
 		if _, err := wr.Write(tensors[i].Data); err != nil {
 			return err

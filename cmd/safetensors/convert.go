@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -16,7 +17,10 @@ func runConvert(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("convert", stdout, stderr, `Convert writes OUT as a copy of IN whose float tensors (F64, F32, F16, BF16) have
 the dtype given by --dtype; the other tensors (integers, BOOL, the F8 types) and
 the metadata are kept as they are. It streams: memory use does not grow with the
-file. OUT appears only when it is complete; on failure nothing is left behind.
+file. OUT appears only when it is complete: until then it is written to a
+temporary file beside it, named .OUT.tmpXXXX, which a failure, SIGINT or SIGTERM
+removes (only SIGKILL or a crash can leave it, to be deleted by hand); after a
+signal the exit status is 130 (SIGINT) or 143 (SIGTERM).
 F64 values are rounded to float32 (to nearest) before any conversion to 16 bits.
 A progress bar goes to stderr when it is a terminal and the file is large.`)
 	dtype := fs.String("dtype", "", "the dtype of the float tensors: F16, BF16 or F32 (required)")
@@ -42,8 +46,13 @@ A progress bar goes to stderr when it is a terminal and the file is large.`)
 		return usageError(fs, "--rounding must be nearest or truncate, not %q", *rounding)
 	}
 	c := converter{to: to, rounding: r, progress: newProgress(stderr, operands[0])}
-	if err := c.convertFile(operands[0], operands[1]); err != nil {
+	ctx, stop := catchInterrupts()
+	defer stop()
+	if err := c.convertFile(ctx, operands[0], operands[1]); err != nil {
 		fmt.Fprintf(stderr, "safetensors convert: %v\n", err)
+		if status := interruptStatus(err); status != 0 {
+			return status
+		}
 		return exitFail
 	}
 	return exitOK
@@ -72,9 +81,10 @@ type converter struct {
 	out []byte    // the chunk encoded
 }
 
-// convertFile converts the file at in into a new file at out.
-func (c *converter) convertFile(in, out string) error {
-	f, err := os.Open(in)
+// convertFile converts the file at in into a new file at out. When ctx is
+// cancelled, it stops, removes the temporary file and returns the cause.
+func (c *converter) convertFile(ctx context.Context, in, out string) error {
+	f, err := openInput(in)
 	if err != nil {
 		return err
 	}
@@ -117,12 +127,18 @@ func (c *converter) convertFile(in, out string) error {
 		elemBytes := uint64(s.DType.Bits() / 8)
 		step := uint64(chunkElems) * max(elemBytes, 1)
 		for pos := uint64(0); pos < size; pos += step {
+			if ctx.Err() != nil {
+				return fmt.Errorf("%s not written: %w", out, context.Cause(ctx))
+			}
 			n := min(step, size-pos)
 			if uint64(cap(c.in)) < n {
 				c.in = make([]byte, n)
 			}
 			chunk := c.in[:n]
 			if _, err := f.ReadAt(chunk, int64(off+pos)); err != nil {
+				if err == io.EOF {
+					err = fmt.Errorf("the file was truncated while it was read: %w", io.ErrUnexpectedEOF)
+				}
 				return fmt.Errorf("%s: tensor %q: reading bytes [%d, %d): %w", in, s.Name, off+pos, off+pos+n, err)
 			}
 			if t.DType != s.DType {
@@ -138,6 +154,9 @@ func (c *converter) convertFile(in, out string) error {
 				c.progress(done, h.DataLen())
 			}
 		}
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("%s not written: %w", out, context.Cause(ctx))
 	}
 	return fw.Close()
 }

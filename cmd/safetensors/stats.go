@@ -64,6 +64,11 @@ checkpoint: its index or its directory, whose tensors are listed by name.`+remot
 			continue
 		}
 		s, err := t.Stats()
+		if errors.Is(err, safetensors.ErrFileChanged) {
+			tw.Flush()
+			fmt.Fprintf(stderr, "safetensors stats: %v\n", err)
+			return exitFail
+		}
 		if err != nil {
 			fmt.Fprintf(tw, "%s\t%v\t-\t-\t-\t-\t-\t-\t-\n", quoteIfNeeded(name), t.DType)
 			continue
