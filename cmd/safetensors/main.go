@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 )
 
 // The exit statuses.
@@ -46,6 +47,7 @@ func init() {
 		{"inspect", "[--json] FILE|URL", "list the tensors, metadata and totals of a file", runInspect},
 		{"validate", "[--values] FILE...", "check files as the reference implementation does", runValidate},
 		{"stats", "FILE [NAME...]", "min, max, mean, standard deviation, NaNs and Infs of tensors", runStats},
+		{"quantize", "[--per channel|tensor] SRC DST", "quantize a model's Linear weights to int8 for vLLM (compressed-tensors)", runQuantize},
 		{"convert", "--dtype F16|BF16|F32 [--rounding nearest|truncate] IN OUT", "cast the float tensors of a file", runConvert},
 	}
 }
@@ -147,4 +149,14 @@ func usageError(fs *flag.FlagSet, format string, args ...any) int {
 	fmt.Fprintf(fs.Output(), "safetensors %s: %s\n", fs.Name(), fmt.Sprintf(format, args...))
 	fs.Usage()
 	return exitUsage
+}
+
+// errorText returns err's message without a leading "safetensors: " or
+// "quant: ", which the command's own prefix replaces.
+func errorText(err error) string {
+	msg := err.Error()
+	for _, p := range []string{"safetensors: ", "quant: ", "check: ", "diff: "} {
+		msg = strings.TrimPrefix(msg, p)
+	}
+	return msg
 }
