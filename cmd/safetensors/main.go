@@ -47,6 +47,7 @@ func init() {
 		{"inspect", "[--json] FILE|URL", "list the tensors, metadata and totals of a file", runInspect},
 		{"validate", "[--values] FILE...", "check files as the reference implementation does", runValidate},
 		{"stats", "FILE [NAME...]", "min, max, mean, standard deviation, NaNs and Infs of tensors", runStats},
+		{"check", "[--json] [--config FILE] FILE|DIR|URL", "check weights: NaN/Inf, zeros, layer structure, config.json against shapes", runCheck},
 		{"quantize", "[--per channel|tensor] SRC DST", "quantize a model's Linear weights to int8 for vLLM (compressed-tensors)", runQuantize},
 		{"convert", "--dtype F16|BF16|F32 [--rounding nearest|truncate] IN OUT", "cast the float tensors of a file", runConvert},
 	}
