@@ -150,7 +150,9 @@ func (s *stack) check() []Finding {
 			continue
 		}
 		vs := slices.Collect(maps.Keys(count))
-		slices.SortFunc(vs, func(a, b variant) int { return cmp.Or(cmp.Compare(count[b], count[a]), cmp.Compare(first[a], first[b])) })
+		slices.SortFunc(vs, func(a, b variant) int {
+			return cmp.Or(cmp.Compare(count[b], count[a]), cmp.Compare(first[a], first[b]))
+		})
 		want := vs[0]
 		for _, i := range have {
 			t := s.blocks[i][suf]
