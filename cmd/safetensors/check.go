@@ -38,7 +38,7 @@ parallel. The status is 1 if there is an error, 0 with warnings only.`)
 	if *configPath != "" {
 		data, err := os.ReadFile(*configPath)
 		if err != nil {
-			fmt.Fprintf(stderr, "safetensors check: %v\n", err)
+			fmt.Fprintf(stderr, "safetensors check: %s\n", errorText(err))
 			return exitFail
 		}
 		opts.Config = data
@@ -68,7 +68,7 @@ parallel. The status is 1 if there is an error, 0 with warnings only.`)
 		err = printReport(stdout, name, report)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "safetensors check: %v\n", err)
+		fmt.Fprintf(stderr, "safetensors check: %s\n", errorText(err))
 		return exitFail
 	}
 	if report.Errors() > 0 {

@@ -44,11 +44,13 @@ var commands []command
 
 func init() {
 	commands = []command{
-		{"inspect", "[--json] FILE|URL", "list the tensors, metadata and totals of a file", runInspect},
-		{"validate", "[--values] FILE...", "check files as the reference implementation does", runValidate},
+		{"inspect", "[--json] FILE|URL|DIR", "list the tensors, metadata and totals of a file, URL, sharded checkpoint or dataset", runInspect},
+		{"validate", "[--values] FILE|DIR...", "check files as the reference implementation does", runValidate},
 		{"stats", "FILE [NAME...]", "min, max, mean, standard deviation, NaNs and Infs of tensors", runStats},
 		{"check", "[--json] [--config FILE] FILE|DIR|URL", "check weights: NaN/Inf, zeros, layer structure, config.json against shapes", runCheck},
 		{"quantize", "[--per channel|tensor] SRC DST", "quantize a model's Linear weights to int8 for vLLM (compressed-tensors)", runQuantize},
+		{"diff", "[--json] A B", "compare the tensors and metadata of two files, checkpoints or directories", runDiff},
+		{"version", "", "print the command's module version and Go version", runVersion},
 		{"convert", "--dtype F16|BF16|F32 [--rounding nearest|truncate] IN OUT", "cast the float tensors of a file", runConvert},
 	}
 }
@@ -159,5 +161,16 @@ func errorText(err error) string {
 	for _, p := range []string{"safetensors: ", "quant: ", "check: ", "diff: "} {
 		msg = strings.TrimPrefix(msg, p)
 	}
-	return msg
+	// "open f: safetensors: header too large" → "open f: header too large"
+	return strings.ReplaceAll(msg, ": safetensors: ", ": ")
+}
+
+// errorNaming returns errorText(err), preceded by the file's name unless
+// the message already names it.
+func errorNaming(file string, err error) string {
+	msg := errorText(err)
+	if strings.Contains(msg, file) {
+		return msg
+	}
+	return file + ": " + msg
 }

@@ -26,7 +26,7 @@ with no real value (C64, F4, F6) are listed with dashes.`)
 	path, names := operands[0], operands[1:]
 	r, err := safetensors.Open(path)
 	if err != nil {
-		fmt.Fprintf(stderr, "safetensors stats: %s: %v\n", path, err)
+		fmt.Fprintf(stderr, "safetensors stats: %s\n", errorNaming(path, err))
 		return exitFail
 	}
 	defer r.Close()
@@ -42,7 +42,7 @@ with no real value (C64, F4, F6) are listed with dashes.`)
 		t, err := r.Tensor(name)
 		if err != nil {
 			tw.Flush()
-			fmt.Fprintf(stderr, "safetensors stats: %s: %v\n", path, err)
+			fmt.Fprintf(stderr, "safetensors stats: %s\n", errorNaming(path, err))
 			status = exitFail
 			continue
 		}
@@ -55,7 +55,7 @@ with no real value (C64, F4, F6) are listed with dashes.`)
 			number(s.Min), number(s.Max), number(s.Mean), number(s.StdDev), s.NaN, s.Inf)
 	}
 	if err := tw.Flush(); err != nil {
-		fmt.Fprintf(stderr, "safetensors stats: %v\n", err)
+		fmt.Fprintf(stderr, "safetensors stats: %s\n", errorText(err))
 		return exitFail
 	}
 	return status
