@@ -85,7 +85,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "usage:")
 	for _, c := range commands {
-		fmt.Fprintf(w, "  safetensors %s %s\n        %s\n", c.name, c.args, c.summary)
+		fmt.Fprintf(w, "  %s\n        %s\n", strings.TrimSpace("safetensors "+c.name+" "+c.args), c.summary)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Run 'safetensors COMMAND -h' for a command's flags.")
@@ -100,7 +100,7 @@ func newFlags(name string, stdout, stderr io.Writer, description string) *flag.F
 	fs.Usage = func() {
 		for _, c := range commands {
 			if c.name == name {
-				fmt.Fprintf(fs.Output(), "usage: safetensors %s %s\n\n", c.name, c.args)
+				fmt.Fprintf(fs.Output(), "usage: %s\n\n", strings.TrimSpace("safetensors "+c.name+" "+c.args))
 			}
 		}
 		fmt.Fprintln(fs.Output(), description)
