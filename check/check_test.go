@@ -302,3 +302,14 @@ func TestLaneMax(t *testing.T) {
 		}
 	}
 }
+
+func TestLaneMax32(t *testing.T) {
+	vals := []uint32{0, 1, 0x7fffffff, 0x40000000, 0x3fffffff, 0x7f800000, 0x7f800001, 0x12345678}
+	for _, a := range vals {
+		for _, b := range vals {
+			m := laneMax32(uint64(a)|uint64(b)<<32, uint64(b)|uint64(a)<<32)
+			hi := uint64(max(a, b))
+			assert.Equal(t, hi|hi<<32, m, "%x %x", a, b)
+		}
+	}
+}

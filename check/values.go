@@ -157,20 +157,24 @@ func scan(t safetensors.Tensor, lo, hi int, lim limits, buf []float32) (counts, 
 	switch t.DType {
 	case safetensors.F32:
 		b := t.Data[4*lo : 4*hi]
-		var m0, m1, o0, o1 uint32
+		// Two elements at a time in a 64-bit word, as below for 16 bits.
+		var m0, m1, o0, o1 uint64
 		i := 0
-		for ; i+8 <= len(b); i += 8 {
-			a0 := le.Uint32(b[i:]) & 0x7fffffff
-			a1 := le.Uint32(b[i+4:]) & 0x7fffffff
-			m0, m1 = max(m0, a0), max(m1, a1)
-			o0, o1 = o0|a0, o1|a1
+		for ; i+16 <= len(b); i += 16 {
+			w0 := le.Uint64(b[i:]) & 0x7fffffff7fffffff
+			w1 := le.Uint64(b[i+8:]) & 0x7fffffff7fffffff
+			o0, o1 = o0|w0, o1|w1
+			m0 = laneMax32(m0, w0)
+			m1 = laneMax32(m1, w1)
 		}
+		m := laneMax32(m0, m1)
+		m0, m1 = m&0xffffffff, m>>32
 		for ; i < len(b); i += 4 {
-			a := le.Uint32(b[i:]) & 0x7fffffff
+			a := uint64(le.Uint32(b[i:]) & 0x7fffffff)
 			m0, o0 = max(m0, a), o0|a
 		}
 		c.nonzero = o0|o1 != 0
-		if max(m0, m1) > lim.f32 {
+		if max(m0, m1) > uint64(lim.f32) {
 			for k := range hi - lo {
 				a := le.Uint32(b[4*k:]) & 0x7fffffff
 				c.classify(uint64(lo+k), a > 0x7f800000, a == 0x7f800000, a > lim.f32)
@@ -249,6 +253,15 @@ func (c *counts) classify(i uint64, nan, inf, beyond bool) {
 		}
 		c.big++
 	}
+}
+
+// laneMax32 returns the lane-wise maximum of two 31-bit values in 32-bit
+// lanes (their top bits clear).
+func laneMax32(a, b uint64) uint64 {
+	const high = 0x8000000080000000
+	ge := ((a | high) - b) & high
+	mask := ge - ge>>31 | ge
+	return a&mask | b&^mask
 }
 
 // laneMax returns the lane-wise maximum of four 15-bit values in 16-bit

@@ -262,26 +262,38 @@ func roundF16(f float32) float32 {
 // quantRow writes round_half_even(clamp(round_d(x / scale), -128, 127))
 // into q.
 func quantRow(q []byte, x []float32, scale float32, d safetensors.DType) {
+	q = q[:len(x)]
 	switch d {
 	case safetensors.BF16:
 		for i, v := range x {
-			q[i] = toInt8(roundBF16(v / scale))
+			q[i] = toInt8(roundBF16(float32(v / scale)))
 		}
 	case safetensors.F16:
 		for i, v := range x {
-			q[i] = toInt8(roundF16(v / scale))
+			q[i] = toInt8(roundF16(float32(v / scale)))
 		}
 	default:
 		for i, v := range x {
-			q[i] = toInt8(v / scale)
+			q[i] = toInt8(float32(v / scale))
 		}
 	}
 }
 
-// toInt8 clamps v to [-128, 127] and rounds it half to even.
+// roundMagic is 1.5 * 2^23: adding it to a float32 of magnitude at most
+// 2^22 leaves no fraction bits, so that the addition rounds to an integer,
+// half to even, as IEEE 754 rounds.
+const roundMagic = 0x1.8p23
+
+// toInt8 clamps v, which is not NaN, to [-128, 127] and rounds it half to
+// even. The explicit conversions keep each operation rounded to float32.
 func toInt8(v float32) byte {
-	v = min(max(v, -128), 127)
-	return byte(int8(math.RoundToEven(float64(v))))
+	if v < -128 {
+		v = -128
+	} else if v > 127 {
+		v = 127
+	}
+	r := float32(float32(v+roundMagic) - roundMagic)
+	return byte(int8(int32(r)))
 }
 
 func scaleTensor(w safetensors.Tensor, scales []float32, shape []uint64) safetensors.Tensor {
