@@ -313,3 +313,23 @@ func TestLaneMax32(t *testing.T) {
 		}
 	}
 }
+
+func TestStructureOddNames(t *testing.T) {
+	shape := []uint64{2}
+	infos := []info{
+		{Name: "layers.01.w", DType: safetensors.F32, Shape: shape},
+		{Name: "model.layers.99999999999999999999999.w", DType: safetensors.F32, Shape: shape},
+		{Name: "h.0.w", DType: safetensors.F32, Shape: shape},
+		{Name: "h.1000000000.w", DType: safetensors.F32, Shape: shape},
+		{Name: "h.", DType: safetensors.F32, Shape: shape},
+		{Name: "layers..w", DType: safetensors.F32, Shape: shape},
+	}
+	res := structure(infos)
+	var msgs []string
+	for _, f := range res.findings {
+		msgs = append(msgs, f.String())
+	}
+	assert.Len(t, res.findings, 3, "%v", msgs)
+	assert.Contains(t, msgs[0], `"layers.01.w"`)
+	assert.Contains(t, msgs[2], "block(s) 1, 2, 3")
+}

@@ -67,16 +67,16 @@ func structure(infos []info) structureResult {
 		if !ok {
 			continue
 		}
+		i, err := strconv.Atoi(num)
+		if err != nil || strconv.Itoa(i) != num {
+			res.findings = append(res.findings, Finding{Severity: Error, Kind: KindStructure, Tensor: t.Name,
+				Message: fmt.Sprintf("block number %q is not a number written without leading zeros", num)})
+			continue
+		}
 		s := byPrefix[prefix]
 		if s == nil {
 			s = &stack{prefix: prefix, blocks: map[int]map[string]info{}}
 			byPrefix[prefix] = s
-		}
-		i, err := strconv.Atoi(num)
-		if err != nil || strconv.Itoa(i) != num {
-			res.findings = append(res.findings, Finding{Severity: Error, Kind: KindStructure, Tensor: t.Name,
-				Message: fmt.Sprintf("block number %q is not written as the others are", num)})
-			continue
 		}
 		if s.blocks[i] == nil {
 			s.blocks[i] = map[string]info{}
