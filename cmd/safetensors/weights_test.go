@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -115,6 +117,14 @@ func TestCheckCommand(t *testing.T) {
 	status, stdout, _ = runCmd("check", dir) // no config.json beside it
 	assert.Equal(t, exitFail, status)
 	assert.Contains(t, stdout, "note: no config.json")
+}
+
+func TestCheckURL(t *testing.T) {
+	srv := httptest.NewServer(http.FileServer(http.Dir(llamaDir)))
+	defer srv.Close()
+	status, stdout, stderr := runCmd("check", "--config", filepath.Join(llamaDir, "config.json"), srv.URL+"/model.safetensors")
+	assert.Equal(t, exitOK, status, stderr)
+	assert.Contains(t, stdout, "30 tensors, 13792 bytes (13.5 KiB), llama configuration checked: 0 errors, 0 warnings")
 }
 
 func TestQuantizeAndDiff(t *testing.T) {
