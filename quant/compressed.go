@@ -168,6 +168,9 @@ func row(w safetensors.Tensor, r, in int, buf []float32) []float32 {
 	case safetensors.F16:
 		return safetensors.F16BytesToF32s(buf[:0], b)
 	}
+	if v, err := safetensors.View[float32](safetensors.Tensor{DType: safetensors.F32, Data: b}); err == nil {
+		return v // aligned, on a little-endian machine: no copy
+	}
 	buf = buf[:in]
 	for i := range buf {
 		buf[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
