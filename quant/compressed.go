@@ -268,8 +268,25 @@ func quantRow(q []byte, x []float32, scale float32, d safetensors.DType) {
 	q = q[:len(x)]
 	switch d {
 	case safetensors.BF16:
+		inv := 1 / scale
+		if inv > math.MaxFloat32 {
+			for i, v := range x {
+				q[i] = toInt8(roundBF16(float32(v / scale)))
+			}
+			return
+		}
+		// x * (1/scale) is within a few float32 units in the last place
+		// of x / scale, so it rounds to the same BF16 value unless it lies
+		// that close to a midpoint between two BF16 values, whose low 16
+		// bits are 0x8000; then the quotient is computed. The BF16 value
+		// decides the rest, and a multiplication costs less than a
+		// division.
 		for i, v := range x {
-			q[i] = toInt8(roundBF16(float32(v / scale)))
+			y := float32(v * inv)
+			if uint16(math.Float32bits(y)-0x8000+nearMidpoint) <= 2*nearMidpoint {
+				y = float32(v / scale)
+			}
+			q[i] = toInt8(roundBF16(y))
 		}
 	case safetensors.F16:
 		for i, v := range x {
@@ -281,6 +298,12 @@ func quantRow(q []byte, x []float32, scale float32, d safetensors.DType) {
 		}
 	}
 }
+
+// nearMidpoint is how many float32 units in the last place from a BF16
+// midpoint a product x * (1/scale) must be for quantRow to compute x /
+// scale instead: the two differ by at most 3, and by at most 6 in bits
+// across a power of two.
+const nearMidpoint = 64
 
 // roundMagic is 1.5 * 2^23: adding it to a float32 of magnitude at most
 // 2^22 leaves no fraction bits, so that the addition rounds to an integer,

@@ -292,3 +292,30 @@ func TestIsLinearWeight(t *testing.T) {
 	}
 	assert.False(t, IsLinearWeight("model.layers.0.self_attn.q_proj.weight", []uint64{4}))
 }
+
+// TestQuantRowBF16AllValues checks quantRow's BF16 path, which multiplies
+// by the reciprocal unless near a rounding boundary, against the division
+// the rule specifies, for every finite BF16 value and many scales.
+func TestQuantRowBF16AllValues(t *testing.T) {
+	var x []float32
+	for b := range 1 << 16 {
+		v := math.Float32frombits(uint32(b) << 16)
+		if !math.IsNaN(float64(v)) && !math.IsInf(float64(v), 0) {
+			x = append(x, v)
+		}
+	}
+	rng := rand.New(rand.NewPCG(9, 10))
+	scales := []float32{0x1p-7, 1, 1.0 / 127.5, 0x1p-133, 3e38, 0.0078735}
+	for range 200 {
+		scales = append(scales, roundBF16(float32(math.Exp(rng.Float64()*40-30))))
+	}
+	q := make([]byte, len(x))
+	for _, s := range scales {
+		quantRow(q, x, s, safetensors.BF16)
+		for i, v := range x {
+			if want := toInt8(roundBF16(float32(v / s))); q[i] != want {
+				t.Fatalf("scale %v, x %v: got %d, want %d", s, v, int8(q[i]), int8(want))
+			}
+		}
+	}
+}
