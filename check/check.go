@@ -24,6 +24,10 @@ import (
 	"github.com/safetensors-go/safetensors"
 )
 
+// ErrInvalidConfig is returned by Run and Model for a config.json that is
+// not a JSON object.
+var ErrInvalidConfig = errors.New("check: config.json is not a JSON object")
+
 // Severity says how bad a finding is.
 type Severity int
 
@@ -148,8 +152,10 @@ type Source interface {
 func Run(src Source, opts Options) (*Report, error) {
 	var cfg map[string]any
 	if opts.Config != nil {
-		if err := json.Unmarshal(opts.Config, &cfg); err != nil || cfg == nil {
-			return nil, fmt.Errorf("check: config.json is not a JSON object: %v", err)
+		if err := json.Unmarshal(opts.Config, &cfg); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+		} else if cfg == nil {
+			return nil, ErrInvalidConfig
 		}
 	}
 	names := src.Names()

@@ -333,3 +333,31 @@ func TestStructureOddNames(t *testing.T) {
 	assert.Contains(t, msgs[0], `"layers.01.w"`)
 	assert.Contains(t, msgs[2], "block(s) 1, 2, 3")
 }
+
+func TestInvalidConfig(t *testing.T) {
+	for _, c := range []string{"[1]", "null", "{", ""} {
+		_, err := Run(memSourceOf(), Options{Config: []byte(c)})
+		require.ErrorIs(t, err, ErrInvalidConfig, c)
+	}
+}
+
+type memSource []safetensors.Tensor
+
+func memSourceOf(ts ...safetensors.Tensor) memSource { return ts }
+
+func (m memSource) Names() []string {
+	var names []string
+	for _, t := range m {
+		names = append(names, t.Name)
+	}
+	return names
+}
+
+func (m memSource) Tensor(name string) (safetensors.Tensor, error) {
+	for _, t := range m {
+		if t.Name == name {
+			return t, nil
+		}
+	}
+	return safetensors.Tensor{}, safetensors.ErrTensorNotFound
+}

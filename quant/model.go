@@ -78,7 +78,7 @@ func isHead(module string) bool {
 // renamed into place at the end, and removed on failure.
 func WriteModel(src, dst string, s Strategy) (*Summary, error) {
 	if _, err := os.Lstat(dst); err == nil {
-		return nil, fmt.Errorf("quant: %s already exists", dst)
+		return nil, fmt.Errorf("quant: %s: %w", dst, os.ErrExist)
 	}
 	info, err := os.Stat(src)
 	if err != nil {

@@ -230,7 +230,7 @@ func TestWriteModel(t *testing.T) {
 	assert.Equal(t, []any{"lm_head"}, parsed.Q["ignore"])
 
 	_, err = WriteModel(src, dst, PerChannel)
-	require.Error(t, err, "dst exists")
+	require.ErrorIs(t, err, os.ErrExist)
 }
 
 func TestWriteModelFailureLeavesNothing(t *testing.T) {
