@@ -361,3 +361,26 @@ func (m memSource) Tensor(name string) (safetensors.Tensor, error) {
 	}
 	return safetensors.Tensor{}, safetensors.ErrTensorNotFound
 }
+
+func TestBuffers(t *testing.T) {
+	// GPT-NeoX checkpoints of old saved masked_bias (-1e9, F32) and
+	// inv_freq (F32) beside F16 weights: no warning for them.
+	ts, cfg := load(t, "gpt_neox")
+	big, err := safetensors.TensorFromFloat32s("gpt_neox.layers.0.attention.masked_bias", safetensors.F32, []uint64{}, []float32{-1e9}, safetensors.RoundNearestEven)
+	require.NoError(t, err)
+	mask, err := safetensors.TensorFromFloat32s("gpt_neox.layers.0.attention.bias", safetensors.F32, []uint64{1, 1, 2, 2}, []float32{0, 0, 0, 0}, safetensors.RoundNearestEven)
+	require.NoError(t, err)
+	nan, err := safetensors.TensorFromFloat32s("gpt_neox.layers.1.attention.rotary_emb.inv_freq", safetensors.F32, []uint64{2}, []float32{1, float32(math.NaN())}, safetensors.RoundNearestEven)
+	require.NoError(t, err)
+	r := checkModel(t, append(ts, big, mask, nan), cfg)
+	var kinds []string
+	for _, f := range r.Findings {
+		kinds = append(kinds, f.Kind)
+	}
+	// The buffers in one block only are a structure error; the NaN is
+	// still an error; no magnitude, zero or dtype warning.
+	assert.NotContains(t, kinds, KindMagnitude)
+	assert.NotContains(t, kinds, KindZero)
+	assert.NotContains(t, kinds, KindDTypes)
+	assert.Contains(t, kinds, KindNaN)
+}

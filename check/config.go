@@ -112,6 +112,15 @@ func (c *config) headDim(h, heads dim) (dim, []Finding) {
 // and the findings.
 func checkConfig(m map[string]any, infos []info, st structureResult) (family string, notes []string, out []Finding) {
 	mt, _ := m["model_type"].(string)
+	switch mt {
+	case "RefinedWebModel": // Falcon-7B's first configuration
+		mt = "falcon"
+	case "RefinedWeb": // Falcon-40B's: the new decoder architecture
+		mt = "falcon"
+		if _, ok := m["new_decoder_architecture"]; !ok {
+			m["new_decoder_architecture"] = true
+		}
+	}
 	if mt == "" {
 		return "", []string{"config.json has no model_type: the configuration was not checked"}, nil
 	}
@@ -365,9 +374,10 @@ func familyRules(mt string, c *config) (rules, head []rule, layers dim, fs []Fin
 		case c.flag("new_decoder_architecture", false):
 			kv, ok := c.opt("num_kv_heads")
 			if !ok {
-				if kv, ok = c.opt("n_head_kv"); !ok {
-					kv = heads
-				}
+				kv, ok = c.opt("n_head_kv")
+			}
+			if !ok {
+				kv = heads
 			}
 			qkv = mul(sum(times(2, kv), heads), hd)
 			qkv.expr = "(2*" + kv.expr + "+" + heads.expr + ")*" + hd.expr

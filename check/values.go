@@ -131,12 +131,13 @@ func scanValues(tensors []safetensors.Tensor, opts Options) []Finding {
 		if c.inf > 0 {
 			out = append(out, valueFinding(Error, KindInf, t.Name, c.inf, c.firstInf, "%d infinite values, the first at index %d"))
 		}
-		if c.big > 0 {
+		buffer := isBuffer(t.Name, t.Shape)
+		if c.big > 0 && !buffer {
 			f := valueFinding(Warning, KindMagnitude, t.Name, c.big, c.first, "%d values beyond ±%g, the first at index %d")
 			f.Message = fmt.Sprintf("%d values beyond ±%g, the first at index %d", c.big, lim.f, c.first)
 			out = append(out, f)
 		}
-		if !c.nonzero && c.nan == 0 {
+		if !c.nonzero && c.nan == 0 && !buffer {
 			out = append(out, Finding{Severity: Warning, Kind: KindZero, Tensor: t.Name, Message: fmt.Sprintf("all %d values are zero", len(t.Data)/(t.DType.Bits()/8))})
 		}
 	}
