@@ -84,6 +84,10 @@ func CompressWeight(w safetensors.Tensor, s Strategy) (q, scale safetensors.Tens
 		}
 		err = forRows(out, in, func(lo, hi int, buf []float32) error {
 			for r := lo; r < hi; r++ {
+				if w.DType == safetensors.BF16 {
+					quantRowBF16(q.Data[r*in:(r+1)*in], w.Data[2*r*in:2*(r+1)*in], scales[r])
+					continue
+				}
 				x := row(w, r, in, buf)
 				quantRow(q.Data[r*in:(r+1)*in], x, scales[r], w.DType)
 			}
@@ -96,6 +100,16 @@ func CompressWeight(w safetensors.Tensor, s Strategy) (q, scale safetensors.Tens
 	}
 	err = forRows(out, in, func(lo, hi int, buf []float32) error {
 		for r := lo; r < hi; r++ {
+			if w.DType == safetensors.BF16 {
+				raw := w.Data[2*r*in : 2*(r+1)*in]
+				m, bad := rowMaxAbsBF16(raw)
+				if bad >= 0 {
+					return notFinite(w.Name, r*in+bad, safetensors.BF16ToF32(binary.LittleEndian.Uint16(raw[2*bad:])))
+				}
+				scales[r] = scaleOf(m, w.DType)
+				quantRowBF16(q.Data[r*in:(r+1)*in], raw, scales[r])
+				continue
+			}
 			x := row(w, r, in, buf)
 			m, bad := rowMaxAbs(x)
 			if bad >= 0 {
@@ -194,6 +208,64 @@ func rowMaxAbs(x []float32) (m float32, bad int) {
 	return math.Float32frombits(hi), -1
 }
 
+// rowMaxAbsBF16 returns max|x| over a row of BF16 bytes, or the index of
+// a NaN or ±Inf: four elements at a time in 64-bit words, whose 16-bit
+// lanes keep their own maximum.
+func rowMaxAbsBF16(b []byte) (m float32, bad int) {
+	le := binary.LittleEndian
+	var m0, m1 uint64
+	i := 0
+	for ; i+16 <= len(b); i += 16 {
+		m0 = laneMax16(m0, le.Uint64(b[i:])&0x7fff7fff7fff7fff)
+		m1 = laneMax16(m1, le.Uint64(b[i+8:])&0x7fff7fff7fff7fff)
+	}
+	w := laneMax16(m0, m1)
+	top := max(uint16(w), uint16(w>>16), uint16(w>>32), uint16(w>>48))
+	for ; i < len(b); i += 2 {
+		top = max(top, le.Uint16(b[i:])&0x7fff)
+	}
+	if top >= 0x7f80 {
+		for k := 0; k < len(b); k += 2 {
+			if le.Uint16(b[k:])&0x7fff >= 0x7f80 {
+				return 0, k / 2
+			}
+		}
+	}
+	return math.Float32frombits(uint32(top) << 16), -1
+}
+
+// laneMax16 returns the lane-wise maximum of four 15-bit values in 16-bit
+// lanes (their top bits clear): in each lane, (a | 0x8000) - b has its top
+// bit set when a >= b, and no lane borrows from the next.
+func laneMax16(a, b uint64) uint64 {
+	const high = 0x8000800080008000
+	ge := ((a | high) - b) & high
+	mask := ge - ge>>15 | ge
+	return a&mask | b&^mask
+}
+
+// quantRowBF16 is quantRow for a row of BF16 bytes, decoded as it goes.
+func quantRowBF16(q, raw []byte, scale float32) {
+	q = q[:len(raw)/2]
+	raw = raw[:2*len(q)]
+	inv := 1 / scale
+	if inv > math.MaxFloat32 {
+		for i := range q {
+			v := math.Float32frombits(uint32(binary.LittleEndian.Uint16(raw[2*i:])) << 16)
+			q[i] = toInt8(roundBF16(float32(v / scale)))
+		}
+		return
+	}
+	for i := range q {
+		v := math.Float32frombits(uint32(binary.LittleEndian.Uint16(raw[2*i:])) << 16)
+		y := float32(v * inv)
+		if uint16(math.Float32bits(y)-0x8000+nearMidpoint) <= 2*nearMidpoint {
+			y = float32(v / scale)
+		}
+		q[i] = toInt8(roundBF16(y))
+	}
+}
+
 // maxAbs returns max|x| over the whole of w, in parallel.
 func maxAbs(w safetensors.Tensor, out, in int) (float32, error) {
 	var mu sync.Mutex
@@ -201,6 +273,15 @@ func maxAbs(w safetensors.Tensor, out, in int) (float32, error) {
 	err := forRows(out, in, func(lo, hi int, buf []float32) error {
 		var local float32
 		for r := lo; r < hi; r++ {
+			if w.DType == safetensors.BF16 {
+				raw := w.Data[2*r*in : 2*(r+1)*in]
+				rm, bad := rowMaxAbsBF16(raw)
+				if bad >= 0 {
+					return notFinite(w.Name, r*in+bad, safetensors.BF16ToF32(binary.LittleEndian.Uint16(raw[2*bad:])))
+				}
+				local = max(local, rm)
+				continue
+			}
 			x := row(w, r, in, buf)
 			rm, bad := rowMaxAbs(x)
 			if bad >= 0 {

@@ -319,3 +319,34 @@ func TestQuantRowBF16AllValues(t *testing.T) {
 		}
 	}
 }
+
+// TestQuantRowBF16Raw checks the BF16 path that reads the bytes directly
+// against quantRow on the decoded values, and rowMaxAbsBF16 against
+// rowMaxAbs.
+func TestQuantRowBF16Raw(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, n := range []int{1, 3, 8, 9, 17, 4096} {
+		raw := make([]byte, 2*n)
+		for i := range raw {
+			raw[i] = byte(rng.Uint32())
+		}
+		for i := 0; i < n; i++ { // finite values
+			if raw[2*i+1]&0x7f == 0x7f && raw[2*i]&0x80 != 0 {
+				raw[2*i+1] &^= 1
+			}
+		}
+		x := safetensors.BF16BytesToF32s(nil, raw)
+		m, bad := rowMaxAbsBF16(raw)
+		wm, wbad := rowMaxAbs(x)
+		require.Equal(t, wbad, bad)
+		require.Equal(t, wm, m)
+		s := scaleOf(m, safetensors.BF16)
+		got, want := make([]byte, n), make([]byte, n)
+		quantRowBF16(got, raw, s)
+		quantRow(want, x, s, safetensors.BF16)
+		require.Equal(t, want, got, n)
+		raw[2*(n-1)+1], raw[2*(n-1)] = 0x7f, 0x80 // +Inf last
+		_, bad = rowMaxAbsBF16(raw)
+		require.Equal(t, n-1, bad)
+	}
+}
