@@ -2,8 +2,8 @@
 
 Not run in CI (it needs torch, about 3 GB): run it by hand with
 
-    python3 -m venv /tmp/ct && /tmp/ct/bin/pip install compressed-tensors==0.20.0 torch transformers
-    /tmp/ct/bin/python interop/quant/compressed_tensors_check.py
+    python3 -m venv VENV && VENV/bin/pip install compressed-tensors==0.20.0 torch transformers
+    VENV/bin/python interop/quant/compressed_tensors_check.py
 
 from the repository root. For each of a few tiny models built with
 transformers (random weights in BF16, F16 and F32, a row of zeros, a tensor of
@@ -15,11 +15,14 @@ zeros) and each strategy, it
      min-max observer does, and compresses the weights with the library's
      int-quantized compressor: the I8 weights and the scales must equal Go's
      bit for bit;
-  3. has the library decompress Go's directory (ModelCompressor.decompress
-     of a model built from config.json): the weights must equal the library's
-     own dequantization of its own compression, bit for bit;
-  4. has update_config rewrite the source's config.json: the text must equal
-     the config.json Go wrote, byte for byte.
+  3. has transformers load Go's directory through compressed-tensors
+     (CompressedTensorsConfig(dequantize=True)): the weights it decompresses
+     must equal the library's own dequantization of its own compression, bit
+     for bit;
+  4. has update_config rewrite the source's config.json with the same ignore
+     list: the text must equal the config.json Go wrote, byte for byte;
+  5. checks that the weights Go quantized are exactly those of the model's
+     nn.Linear modules that the ignore list does not name.
 """
 
 import json
@@ -73,18 +76,25 @@ def models():
     phi3 = transformers.Phi3Config(
         vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
         num_attention_heads=4, num_key_value_heads=4, pad_token_id=0)
+    neox = transformers.GPTNeoXConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4)
+    falcon = transformers.FalconConfig(
+        vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_kv_heads=2,
+        new_decoder_architecture=True)
     for name, cfg, cls in [("llama", llama, transformers.LlamaForCausalLM),
                            ("qwen2", qwen, transformers.Qwen2ForCausalLM),
-                           ("phi3", phi3, transformers.Phi3ForCausalLM)]:
+                           ("phi3", phi3, transformers.Phi3ForCausalLM),
+                           ("gpt_neox", neox, transformers.GPTNeoXForCausalLM),
+                           ("falcon", falcon, transformers.FalconForCausalLM)]:
         for dtype in [torch.bfloat16, torch.float16, torch.float32]:
             m = cls(cfg).to(dtype)
             with torch.no_grad():
                 for n, p in m.named_parameters():
                     p.normal_(0, 0.05)
-                layer = m.model.layers[0].mlp.down_proj.weight
-                layer[3].zero_()  # a row of zeros: the dtype's eps
-                layer[5, 7] = 3.0  # an outlier
-                m.model.layers[1].mlp.down_proj.weight.zero_()
+                linears = [mod.weight for mod in m.modules() if isinstance(mod, torch.nn.Linear)]
+                linears[0][3].zero_()  # a row of zeros: the dtype's eps
+                linears[0][5, 7] = 3.0  # an outlier
+                linears[1].zero_()
             yield f"{name}-{str(dtype).split('.')[-1]}", m
 
 
@@ -104,8 +114,16 @@ def main():
                 args = scheme(strategy).weights
                 n = 0
                 refs = {}
+                goconfig = json.load(open(os.path.join(dst, "config.json")))
+                ignore = goconfig["quantization_config"]["ignore"]
+                linear = {n + ".weight" for n, mod in model.named_modules()
+                          if isinstance(mod, torch.nn.Linear) and n not in ignore}
+                quantized = {k for k, v in go.items() if v.dtype == torch.int8}
+                if quantized != linear & set(sd):
+                    failures += 1
+                    print(f"FAIL {name} {strategy}: quantized {sorted(quantized ^ (linear & set(sd)))} differ from the Linear layers")
                 for key, w in sd.items():
-                    if not key.endswith("_proj.weight"):
+                    if key not in quantized:
                         assert go[key].dtype == w.dtype and torch.equal(go[key], w), key
                         continue
                     if strategy == "channel":
@@ -128,7 +146,6 @@ def main():
                 ref_dir = os.path.join(work, "ref")
                 os.makedirs(ref_dir, exist_ok=True)
                 shutil.copy(os.path.join(src, "config.json"), ref_dir)
-                ignore = ["lm_head"]
                 ModelCompressor(quantization_config=qconfig(strategy, ignore)).update_config(ref_dir)
                 want = open(os.path.join(ref_dir, "config.json"), "rb").read()
                 got = open(os.path.join(dst, "config.json"), "rb").read()
@@ -142,6 +159,8 @@ def main():
                     dst, quantization_config=transformers.CompressedTensorsConfig(dequantize=True))
                 lsd = loaded.state_dict()
                 for key in refs:
+                    if key not in lsd:
+                        continue  # tied or renamed by the loader
                     if not torch.equal(lsd[key], refs[key]):
                         failures += 1
                         print(f"FAIL {name} {strategy} {key}: loaded weight differs")
