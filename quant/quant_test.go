@@ -350,3 +350,27 @@ func TestQuantRowBF16Raw(t *testing.T) {
 		require.Equal(t, n-1, bad)
 	}
 }
+
+func TestWriteModelFileAndConv1D(t *testing.T) {
+	// A single file: its directory's config.json comes along.
+	dst := filepath.Join(t.TempDir(), "q")
+	sum, err := WriteModel("../testdata/models/gpt2/model.safetensors", dst, PerChannel)
+	require.NoError(t, err)
+	// GPT-2's projections are Conv1D modules, not nn.Linear: none is
+	// quantized, as compressed-tensors' "Linear" target matches none.
+	assert.Empty(t, sum.Quantized)
+	assert.Empty(t, sum.Copied)
+	entries, err := os.ReadDir(dst)
+	require.NoError(t, err)
+	assert.Len(t, entries, 2) // model.safetensors, config.json
+	cfg, err := os.ReadFile(filepath.Join(dst, "config.json"))
+	require.NoError(t, err)
+	assert.Contains(t, string(cfg), `"model_type": "gpt2"`)
+
+	// GPT-NeoX's head is embed_out: kept, and in the ignore list.
+	sum, err = WriteModel("../testdata/models/gpt_neox", filepath.Join(t.TempDir(), "q"), PerTensor)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"lm_head", "embed_out"}, sum.Ignore)
+	assert.Contains(t, sum.Kept, "embed_out.weight")
+	assert.Len(t, sum.Quantized, 12)
+}
