@@ -290,30 +290,6 @@ func TestLargeTensorInParallel(t *testing.T) {
 	}
 }
 
-func TestLaneMax(t *testing.T) {
-	vals := []uint16{0, 1, 0x7fff, 0x4000, 0x3fff, 0x7f80, 0x7f81, 0x1234}
-	for _, a := range vals {
-		for _, b := range vals {
-			wa := uint64(a) | uint64(b)<<16 | uint64(a)<<32 | uint64(b)<<48
-			wb := uint64(b) | uint64(a)<<16 | uint64(b)<<32 | uint64(a)<<48
-			m := laneMax(wa, wb)
-			hi := max(a, b)
-			assert.Equal(t, uint64(hi)*0x0001000100010001, m, "%x %x", a, b)
-		}
-	}
-}
-
-func TestLaneMax32(t *testing.T) {
-	vals := []uint32{0, 1, 0x7fffffff, 0x40000000, 0x3fffffff, 0x7f800000, 0x7f800001, 0x12345678}
-	for _, a := range vals {
-		for _, b := range vals {
-			m := laneMax32(uint64(a)|uint64(b)<<32, uint64(b)|uint64(a)<<32)
-			hi := uint64(max(a, b))
-			assert.Equal(t, hi|hi<<32, m, "%x %x", a, b)
-		}
-	}
-}
-
 func TestStructureOddNames(t *testing.T) {
 	shape := []uint64{2}
 	infos := []info{
@@ -383,4 +359,46 @@ func TestBuffers(t *testing.T) {
 	assert.NotContains(t, kinds, KindZero)
 	assert.NotContains(t, kinds, KindDTypes)
 	assert.Contains(t, kinds, KindNaN)
+}
+
+// TestValueLimits checks the word-at-a-time fast path's thresholds: values
+// at the limit pass, those beyond are reported, Inf and NaN always are,
+// with the limit off too, in every lane and in the tail.
+func TestValueLimits(t *testing.T) {
+	for _, d := range []safetensors.DType{safetensors.F32, safetensors.BF16, safetensors.F16} {
+		for _, maxAbs := range []float64{1e4, 0.5, -1} {
+			for _, n := range []int{1, 5, 8, 9, 64, 67} {
+				for pos := range n {
+					for _, v := range []float32{float32(maxAbs), -float32(maxAbs), float32(maxAbs) * 1.01, float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 0x1p-20} {
+						vals := make([]float32, n)
+						for i := range vals {
+							vals[i] = 0.25
+						}
+						vals[pos] = v
+						tn, err := safetensors.TensorFromFloat32s("x", d, []uint64{uint64(n)}, vals, safetensors.RoundNearestEven)
+						require.NoError(t, err)
+						fs := scanValues([]safetensors.Tensor{tn}, Options{MaxAbs: maxAbs})
+						back, _ := tn.Float32s()
+						x := float64(back[pos])
+						var want string
+						switch {
+						case math.IsNaN(x):
+							want = KindNaN
+						case math.IsInf(x, 0):
+							want = KindInf
+						case maxAbs > 0 && math.Abs(x) > maxAbs:
+							want = KindMagnitude
+						}
+						if want == "" {
+							require.Empty(t, fs, "%v limit %v n %d pos %d v %v", d, maxAbs, n, pos, x)
+							continue
+						}
+						require.Len(t, fs, 1, "%v limit %v n %d pos %d v %v", d, maxAbs, n, pos, x)
+						require.Equal(t, want, fs[0].Kind)
+						require.Equal(t, uint64(pos), *fs[0].First)
+					}
+				}
+			}
+		}
+	}
 }

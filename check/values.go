@@ -158,24 +158,29 @@ func scan(t safetensors.Tensor, lo, hi int, lim limits, buf []float32) (counts, 
 	switch t.DType {
 	case safetensors.F32:
 		b := t.Data[4*lo : 4*hi]
-		// Two elements at a time in a 64-bit word, as below for 16 bits.
-		var m0, m1, o0, o1 uint64
+		// Two elements at a time in a 64-bit word: adding 0x7fffffff - t
+		// to a lane's absolute value sets the lane's top bit when the value
+		// is above t, without carrying into the next lane. t is the limit,
+		// or the largest finite value if that is lower, so that NaN and
+		// Inf always take the slow path.
+		top := min(lim.f32, 0x7f7fffff)
+		k := uint64(0x7fffffff-top) * 0x0000000100000001
+		var or, over uint64
 		i := 0
 		for ; i+16 <= len(b); i += 16 {
 			w0 := le.Uint64(b[i:]) & 0x7fffffff7fffffff
 			w1 := le.Uint64(b[i+8:]) & 0x7fffffff7fffffff
-			o0, o1 = o0|w0, o1|w1
-			m0 = laneMax32(m0, w0)
-			m1 = laneMax32(m1, w1)
+			or |= w0 | w1
+			over |= (w0 + k) | (w1 + k)
 		}
-		m := laneMax32(m0, m1)
-		m0, m1 = m&0xffffffff, m>>32
+		slow := over&0x8000000080000000 != 0
 		for ; i < len(b); i += 4 {
-			a := uint64(le.Uint32(b[i:]) & 0x7fffffff)
-			m0, o0 = max(m0, a), o0|a
+			a := le.Uint32(b[i:]) & 0x7fffffff
+			or |= uint64(a)
+			slow = slow || a > top
 		}
-		c.nonzero = o0|o1 != 0
-		if max(m0, m1) > uint64(lim.f32) {
+		c.nonzero = or != 0
+		if slow {
 			for k := range hi - lo {
 				a := le.Uint32(b[4*k:]) & 0x7fffffff
 				c.classify(uint64(lo+k), a > 0x7f800000, a == 0x7f800000, a > lim.f32)
@@ -187,26 +192,25 @@ func scan(t safetensors.Tensor, lo, hi int, lim limits, buf []float32) (counts, 
 		if t.DType == safetensors.F16 {
 			l, inf = lim.f16, 0x7c00
 		}
-		var m0, m1, o0, o1 uint64
+		// Four elements at a time, as for F32 above.
+		top := min(l, inf-1)
+		k := uint64(0x7fff-top) * 0x0001000100010001
+		var or, over uint64
 		i := 0
-		// Four elements at a time in a 64-bit word: the largest of each
-		// lane is kept apart, and compared at the end.
 		for ; i+16 <= len(b); i += 16 {
 			w0 := le.Uint64(b[i:]) & 0x7fff7fff7fff7fff
 			w1 := le.Uint64(b[i+8:]) & 0x7fff7fff7fff7fff
-			o0, o1 = o0|w0, o1|w1
-			m0 = laneMax(m0, w0)
-			m1 = laneMax(m1, w1)
+			or |= w0 | w1
+			over |= (w0 + k) | (w1 + k)
 		}
-		m := laneMax(m0, m1)
-		top := max(uint16(m), uint16(m>>16), uint16(m>>32), uint16(m>>48))
-		or := o0 | o1
+		slow := over&0x8000800080008000 != 0
 		for ; i < len(b); i += 2 {
 			a := le.Uint16(b[i:]) & 0x7fff
-			top, or = max(top, a), or|uint64(a)
+			or |= uint64(a)
+			slow = slow || a > top
 		}
 		c.nonzero = or != 0
-		if top > l {
+		if slow {
 			for k := range hi - lo {
 				a := le.Uint16(b[2*k:]) & 0x7fff
 				c.classify(uint64(lo+k), a > inf, a == inf, a > l)
@@ -254,24 +258,4 @@ func (c *counts) classify(i uint64, nan, inf, beyond bool) {
 		}
 		c.big++
 	}
-}
-
-// laneMax32 returns the lane-wise maximum of two 31-bit values in 32-bit
-// lanes (their top bits clear).
-func laneMax32(a, b uint64) uint64 {
-	const high = 0x8000000080000000
-	ge := ((a | high) - b) & high
-	mask := ge - ge>>31 | ge
-	return a&mask | b&^mask
-}
-
-// laneMax returns the lane-wise maximum of four 15-bit values in 16-bit
-// lanes (their top bits clear).
-func laneMax(a, b uint64) uint64 {
-	const high = 0x8000800080008000
-	// In each lane, (a | high) - b has its high bit set when a >= b.
-	ge := ((a | high) - b) & high
-	mask := ge - ge>>15 // 0x7fff where a >= b
-	mask |= ge          // 0xffff
-	return a&mask | b&^mask
 }
