@@ -68,8 +68,9 @@ func isHead(module string) bool {
 // quantization_config that compressed-tensors 0.20.0 writes for the W8A8
 // scheme (int8 weights, dynamic per-token int8 activations), and is
 // rewritten as that library rewrites it (sorted keys, two-space indent);
-// a sharded checkpoint's index lists the scales; the directory's other
-// files are copied.
+// a sharded checkpoint's index lists the scales; the other regular files at
+// the top of the directory (tokenizer, generation config, ...) are copied,
+// its subdirectories and symbolic links are not.
 //
 // src is a model directory (model.safetensors, or a sharded checkpoint with
 // its index, beside config.json), or a single safetensors file, whose
