@@ -787,3 +787,43 @@ func ExampleTempPattern() {
 	}
 	// Output: .model.safetensors.tmp1x2y3z
 }
+
+func ExampleLoad() {
+	tensors, metadata, err := safetensors.Load("testdata/tiny-llama.safetensors")
+	if err != nil {
+		log.Fatal(err)
+	}
+	norm := tensors["model.norm.weight"]
+	values, err := norm.Float32s() // any float dtype, as float32
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(len(tensors), metadata["format"], norm.DType, norm.Shape, values[:3])
+	// Output:
+	// 39 pt F32 [64] [1 1 1]
+}
+
+func ExampleSave() {
+	dir, err := os.MkdirTemp("", "example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "model.safetensors")
+	weight, err := safetensors.TensorFromFloat32s("", safetensors.BF16, []uint64{2, 2}, []float32{1, 2, 3, 4}, safetensors.RoundNearestEven)
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = safetensors.Save(path, map[string]safetensors.Tensor{"proj.weight": weight}, map[string]string{"format": "pt"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	back, _, err := safetensors.Load(path)
+	if err != nil {
+		log.Fatal(err)
+	}
+	values, _ := back["proj.weight"].Float32s()
+	fmt.Println(back["proj.weight"].Name, values)
+	// Output:
+	// proj.weight [1 2 3 4]
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -32,7 +33,7 @@ A progress bar goes to stderr when it is a terminal and the file is large.`)
 	if len(operands) != 2 {
 		return usageError(fs, "want IN and OUT, got %d arguments", len(operands))
 	}
-	to, err := safetensors.ParseDType(*dtype)
+	to, err := safetensors.ParseDType(strings.ToUpper(*dtype))
 	if err != nil || (to != safetensors.F16 && to != safetensors.BF16 && to != safetensors.F32) {
 		return usageError(fs, "--dtype must be F16, BF16 or F32, not %q", *dtype)
 	}
@@ -45,17 +46,42 @@ A progress bar goes to stderr when it is a terminal and the file is large.`)
 	default:
 		return usageError(fs, "--rounding must be nearest or truncate, not %q", *rounding)
 	}
+	if same, err := sameFile(operands[0], operands[1]); err != nil || same {
+		if err == nil {
+			err = fmt.Errorf("%s and %s are the same file: write the output elsewhere", operands[0], operands[1])
+		}
+		fmt.Fprintf(stderr, "safetensors convert: %s\n", errorText(err))
+		return exitFail
+	}
 	c := converter{to: to, rounding: r, progress: newProgress(stderr, operands[0])}
 	ctx, stop := catchInterrupts()
 	defer stop()
 	if err := c.convertFile(ctx, operands[0], operands[1]); err != nil {
-		fmt.Fprintf(stderr, "safetensors convert: %v\n", err)
+		fmt.Fprintf(stderr, "safetensors convert: %s\n", errorText(err))
 		if status := interruptStatus(err); status != 0 {
 			return status
 		}
 		return exitFail
 	}
+	fmt.Fprintf(stdout, "%s: %d of %d tensors converted to %v, %s written\n", operands[1], c.converted, c.tensors, to, bytesString(c.written))
 	return exitOK
+}
+
+// sameFile reports whether out names the file in (through symbolic or hard
+// links too); an out that does not exist yet is not in.
+func sameFile(in, out string) (bool, error) {
+	a, err := os.Stat(in)
+	if err != nil {
+		return false, err
+	}
+	b, err := os.Stat(out)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return os.SameFile(a, b), nil
 }
 
 // convertible reports whether convert casts tensors of dtype d.
@@ -75,6 +101,10 @@ type converter struct {
 	to       safetensors.DType
 	rounding safetensors.Rounding
 	progress func(done, total uint64) // nil for none
+
+	// What was done: the tensors, those converted, the bytes written.
+	tensors, converted int
+	written            uint64
 
 	in  []byte    // a chunk of the input's bytes
 	f32 []float32 // the chunk decoded
@@ -117,6 +147,12 @@ func (c *converter) convertFile(ctx context.Context, in, out string) error {
 	defer fw.Abort() // after a successful Close, it does nothing
 
 	var done uint64
+	c.tensors = len(h.Tensors)
+	for _, t := range h.Tensors {
+		if convertible(t.DType) && t.DType != c.to {
+			c.converted++
+		}
+	}
 	// The output lays the tensors out as the reference writer does, which
 	// may be in another order than the input's: SpecOrder gives each
 	// output tensor's spec, made from the input tensor of the same index.
@@ -158,7 +194,11 @@ func (c *converter) convertFile(ctx context.Context, in, out string) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("%s not written: %w", out, context.Cause(ctx))
 	}
-	return fw.Close()
+	if err := fw.Close(); err != nil {
+		return err
+	}
+	c.written = fw.Header().DataOffset() + fw.Header().DataLen()
+	return nil
 }
 
 // convert converts a chunk of whole elements to c.to, in c.out.

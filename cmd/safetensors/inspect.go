@@ -27,6 +27,7 @@ directory of a safetensors-spark dataset (dataset_manifest.json), whose mode,
 schema and shards are listed.`+remoteHelp)
 	asJSON := fs.Bool("json", false, "print JSON instead of tables")
 	addRemoteFlags(fs)
+	sep := fs.String("separator", "__", "a key-value dataset's separator between key and column in tensor names")
 	operands, status, ok := parse(fs, args, stdout)
 	if !ok {
 		return status
@@ -36,15 +37,15 @@ schema and shards are listed.`+remoteHelp)
 	}
 	name := operands[0]
 	if isDataset(name) {
-		return inspectDataset(name, *asJSON, stdout, stderr)
+		return inspectDataset(name, *sep, *asJSON, stdout, stderr)
 	}
 	var s summary
 	if isCheckpoint(name) {
 		sh, err := openIndex(name)
 		if errors.Is(err, safetensors.ErrUnlistedTensor) {
-			fmt.Fprintf(stderr, "safetensors inspect: warning: %v\n", err)
+			fmt.Fprintf(stderr, "safetensors inspect: warning: %s\n", errorText(err))
 		} else if err != nil {
-			fmt.Fprintf(stderr, "safetensors inspect: %v\n", err)
+			fmt.Fprintf(stderr, "safetensors inspect: %s\n", errorText(err))
 			return exitFail
 		}
 		defer sh.Close()
@@ -52,7 +53,7 @@ schema and shards are listed.`+remoteHelp)
 	} else {
 		r, err := openAny(name)
 		if err != nil {
-			fmt.Fprintf(stderr, "safetensors inspect: %v\n", err)
+			fmt.Fprintf(stderr, "safetensors inspect: %s\n", errorText(err))
 			return exitFail
 		}
 		defer r.Close()
@@ -65,7 +66,7 @@ schema and shards are listed.`+remoteHelp)
 		err = s.print(stdout)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "safetensors inspect: %v\n", err)
+		fmt.Fprintf(stderr, "safetensors inspect: %s\n", errorText(err))
 		return exitFail
 	}
 	return exitOK
@@ -87,10 +88,10 @@ func isDataset(name string) bool {
 }
 
 // inspectDataset prints a dataset's mode, schema and shards.
-func inspectDataset(dir string, asJSON bool, stdout, stderr io.Writer) int {
-	d, err := dataset.Open(dir)
+func inspectDataset(dir, sep string, asJSON bool, stdout, stderr io.Writer) int {
+	d, err := openDataset(dir, sep)
 	if err != nil {
-		fmt.Fprintf(stderr, "safetensors inspect: %v\n", err)
+		fmt.Fprintf(stderr, "safetensors inspect: %s\n", errorText(err))
 		return exitFail
 	}
 	defer d.Close()
@@ -126,10 +127,20 @@ func inspectDataset(dir string, asJSON bool, stdout, stderr io.Writer) int {
 		err = tw.Flush()
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "safetensors inspect: %v\n", err)
+		fmt.Fprintf(stderr, "safetensors inspect: %s\n", errorText(err))
 		return exitFail
 	}
 	return exitOK
+}
+
+// openDataset opens the dataset in dir whose key-value tensor names use
+// sep; its error hints at --separator when the names do not split.
+func openDataset(dir, sep string) (*dataset.Dataset, error) {
+	d, err := dataset.Open(dir, dataset.Separator(sep))
+	if err != nil && (strings.Contains(err.Error(), "has no separator") || strings.Contains(err.Error(), "neither a column nor key")) {
+		err = fmt.Errorf("%w (if its tensor names join key and column with another separator than %q, give it with --separator)", err, sep)
+	}
+	return d, err
 }
 
 // isCheckpoint reports whether name is a sharded checkpoint: its index

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 )
 
 // The exit statuses.
@@ -43,9 +44,13 @@ var commands []command
 
 func init() {
 	commands = []command{
-		{"inspect", "[--json] FILE|URL", "list the tensors, metadata and totals of a file", runInspect},
-		{"validate", "[--values] FILE|URL...", "check files as the reference implementation does", runValidate},
-		{"stats", "FILE|URL [NAME...]", "min, max, mean, standard deviation, NaNs and Infs of tensors", runStats},
+		{"inspect", "[--json] FILE|URL|DIR", "list the tensors, metadata and totals of a file, URL, sharded checkpoint or dataset", runInspect},
+		{"validate", "[--values] FILE|DIR|URL...", "check files as the reference implementation does", runValidate},
+		{"stats", "FILE|DIR|URL [NAME...]", "min, max, mean, standard deviation, NaNs and Infs of tensors", runStats},
+		{"check", "[--json] [--config FILE] FILE|DIR|URL", "check weights: NaN/Inf, zeros, layer structure, config.json against shapes", runCheck},
+		{"quantize", "[--per channel|tensor] SRC DST", "quantize a model's Linear weights to int8 for vLLM (compressed-tensors)", runQuantize},
+		{"diff", "[--json] A B", "compare the tensors and metadata of two files, checkpoints or directories", runDiff},
+		{"version", "", "print the command's module version and Go version", runVersion},
 		{"convert", "--dtype F16|BF16|F32 [--rounding nearest|truncate] IN OUT", "cast the float tensors of a file", runConvert},
 	}
 }
@@ -80,7 +85,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "usage:")
 	for _, c := range commands {
-		fmt.Fprintf(w, "  safetensors %s %s\n        %s\n", c.name, c.args, c.summary)
+		fmt.Fprintf(w, "  %s\n        %s\n", strings.TrimSpace("safetensors "+c.name+" "+c.args), c.summary)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Run 'safetensors COMMAND -h' for a command's flags.")
@@ -95,7 +100,7 @@ func newFlags(name string, stdout, stderr io.Writer, description string) *flag.F
 	fs.Usage = func() {
 		for _, c := range commands {
 			if c.name == name {
-				fmt.Fprintf(fs.Output(), "usage: safetensors %s %s\n\n", c.name, c.args)
+				fmt.Fprintf(fs.Output(), "usage: %s\n\n", strings.TrimSpace("safetensors "+c.name+" "+c.args))
 			}
 		}
 		fmt.Fprintln(fs.Output(), description)
@@ -147,4 +152,25 @@ func usageError(fs *flag.FlagSet, format string, args ...any) int {
 	fmt.Fprintf(fs.Output(), "safetensors %s: %s\n", fs.Name(), fmt.Sprintf(format, args...))
 	fs.Usage()
 	return exitUsage
+}
+
+// errorText returns err's message without a leading "safetensors: " or
+// "quant: ", which the command's own prefix replaces.
+func errorText(err error) string {
+	msg := err.Error()
+	for _, p := range []string{"safetensors: ", "quant: ", "check: ", "diff: "} {
+		msg = strings.TrimPrefix(msg, p)
+	}
+	// "open f: safetensors: header too large" → "open f: header too large"
+	return strings.ReplaceAll(msg, ": safetensors: ", ": ")
+}
+
+// errorNaming returns errorText(err), preceded by the file's name unless
+// the message already names it.
+func errorNaming(file string, err error) string {
+	msg := errorText(err)
+	if strings.Contains(msg, file) {
+		return msg
+	}
+	return file + ": " + msg
 }

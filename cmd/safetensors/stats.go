@@ -31,7 +31,7 @@ checkpoint: its index or its directory, whose tensors are listed by name.`+remot
 	if isCheckpoint(path) {
 		sh, err := openIndex(path)
 		if err != nil && !errors.Is(err, safetensors.ErrUnlistedTensor) {
-			fmt.Fprintf(stderr, "safetensors stats: %s: %v\n", path, err)
+			fmt.Fprintf(stderr, "safetensors stats: %s\n", errorNaming(path, err))
 			return exitFail
 		}
 		r = sh
@@ -41,7 +41,7 @@ checkpoint: its index or its directory, whose tensors are listed by name.`+remot
 	} else {
 		f, err := openAny(path)
 		if err != nil {
-			fmt.Fprintf(stderr, "safetensors stats: %s: %v\n", path, err)
+			fmt.Fprintf(stderr, "safetensors stats: %s\n", errorNaming(path, err))
 			return exitFail
 		}
 		r = f
@@ -59,7 +59,7 @@ checkpoint: its index or its directory, whose tensors are listed by name.`+remot
 		t, err := r.Tensor(name)
 		if err != nil {
 			tw.Flush()
-			fmt.Fprintf(stderr, "safetensors stats: %s: %v\n", path, err)
+			fmt.Fprintf(stderr, "safetensors stats: %s\n", errorNaming(path, err))
 			status = exitFail
 			continue
 		}
@@ -77,7 +77,7 @@ checkpoint: its index or its directory, whose tensors are listed by name.`+remot
 			number(s.Min), number(s.Max), number(s.Mean), number(s.StdDev), s.NaN, s.Inf)
 	}
 	if err := tw.Flush(); err != nil {
-		fmt.Fprintf(stderr, "safetensors stats: %v\n", err)
+		fmt.Fprintf(stderr, "safetensors stats: %s\n", errorText(err))
 		return exitFail
 	}
 	return status

@@ -18,6 +18,7 @@ With --values it also reads the values of the float tensors and reports those
 holding NaN or Inf. The status is 1 if a file is invalid or holds such values.`+remoteHelp)
 	values := fs.Bool("values", false, "also scan float tensors for NaN and Inf")
 	addRemoteFlags(fs)
+	sep := fs.String("separator", "__", "a key-value dataset's separator between key and column in tensor names")
 	operands, status, ok := parse(fs, args, stdout)
 	if !ok {
 		return status
@@ -27,11 +28,31 @@ holding NaN or Inf. The status is 1 if a file is invalid or holds such values.`+
 	}
 	status = exitOK
 	for _, name := range operands {
+		if isDataset(name) {
+			if !validateDataset(stdout, name, *sep) {
+				status = exitFail
+			}
+			continue
+		}
 		if !validate(stdout, name, *values) {
 			status = exitFail
 		}
 	}
 	return status
+}
+
+// validateDataset prints the verdict on the dataset in dir, which
+// dataset.Open gives after checking its manifest against every shard.
+func validateDataset(w io.Writer, dir, sep string) bool {
+	d, err := openDataset(dir, sep)
+	if err != nil {
+		fmt.Fprintf(w, "%s: invalid: %s\n", dir, errorText(err))
+		return false
+	}
+	defer d.Close()
+	m := d.Manifest()
+	fmt.Fprintf(w, "%s: ok, dataset, %v mode, %d samples in %d shards\n", dir, d.Mode(), m.TotalSamples, len(m.Shards))
+	return true
 }
 
 // tensorSource is what validate reads tensors from: a Reader, or a

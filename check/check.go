@@ -1,0 +1,304 @@
+// Package check checks a model's weights before they are used: the values
+// of every tensor (NaN, infinities, all-zero tensors, values of unusual
+// magnitude), the dtypes (float tensors of mixed dtypes), the structure of
+// the numbered blocks (every block with the same tensors, of the same shapes
+// and dtypes, numbered 0..N-1), and the figures of the model's config.json
+// against the shapes, for the families whose modeling code it knows (see
+// [Families]).
+//
+// [Model] checks a file, a sharded checkpoint or a model directory; [Run]
+// checks any [Source] of tensors. The values are read once, in parallel over
+// the tensors and within the large ones.
+package check
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/safetensors-go/safetensors"
+)
+
+// ErrInvalidConfig is returned by Run and Model for a config.json that is
+// not a JSON object.
+var ErrInvalidConfig = errors.New("check: config.json is not a JSON object")
+
+// Severity says how bad a finding is.
+type Severity int
+
+const (
+	// Warning is for what is unusual but may be intended: an all-zero
+	// tensor, large values, mixed dtypes.
+	Warning Severity = iota
+	// Error is for what makes a model unusable: NaN or Inf, a missing or
+	// misshapen tensor, a block missing, a shape that contradicts the
+	// configuration.
+	Error
+)
+
+// String returns "warning" or "error".
+func (s Severity) String() string {
+	if s == Error {
+		return "error"
+	}
+	return "warning"
+}
+
+// MarshalText returns the severity's String.
+func (s Severity) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// The kinds of findings.
+const (
+	KindNaN       = "nan"       // a tensor holds NaN (error)
+	KindInf       = "inf"       // a tensor holds ±Inf (error)
+	KindZero      = "zero"      // a float tensor is all zeros (warning)
+	KindMagnitude = "magnitude" // a tensor holds values beyond Options.MaxAbs (warning)
+	KindDTypes    = "dtypes"    // float tensors of several dtypes (warning)
+	KindStructure = "structure" // the numbered blocks differ or have gaps (error)
+	KindConfig    = "config"    // config.json contradicts a shape (error)
+	KindRead      = "read"      // a tensor could not be read (error)
+)
+
+// A Finding is one thing found wrong or unusual.
+type Finding struct {
+	Severity Severity `json:"severity"`
+	Kind     string   `json:"kind"`
+	// Tensor, Block and Key name what the finding is about, where they
+	// apply: a tensor, a block ("model.layers.3"), a key of config.json.
+	Tensor string `json:"tensor,omitempty"`
+	Block  string `json:"block,omitempty"`
+	Key    string `json:"key,omitempty"`
+	// Count and First give, for the value checks, how many elements are
+	// concerned and the flat index of the first.
+	Count uint64  `json:"count,omitempty"`
+	First *uint64 `json:"first_index,omitempty"`
+	// Message says it in words, naming the values involved.
+	Message string `json:"message"`
+}
+
+// String returns the finding as one line: "error: tensor "x": message".
+func (f Finding) String() string {
+	var where string
+	switch {
+	case f.Tensor != "":
+		where = fmt.Sprintf("tensor %q: ", f.Tensor)
+	case f.Block != "":
+		where = fmt.Sprintf("block %s: ", f.Block)
+	case f.Key != "":
+		where = fmt.Sprintf("config %s: ", f.Key)
+	}
+	return f.Severity.String() + ": " + where + f.Message
+}
+
+// Report is the result of a check.
+type Report struct {
+	Tensors int    `json:"tensors"` // the number of tensors
+	Bytes   uint64 `json:"bytes"`   // their total size
+	// Family is the model family whose configuration was checked ("" if
+	// none was); Notes say what was not checked and why.
+	Family   string    `json:"family,omitempty"`
+	Notes    []string  `json:"notes,omitempty"`
+	Findings []Finding `json:"findings"`
+}
+
+// Errors returns the number of findings of severity Error.
+func (r *Report) Errors() int { return r.count(Error) }
+
+// Warnings returns the number of findings of severity Warning.
+func (r *Report) Warnings() int { return r.count(Warning) }
+
+func (r *Report) count(s Severity) int {
+	n := 0
+	for _, f := range r.Findings {
+		if f.Severity == s {
+			n++
+		}
+	}
+	return n
+}
+
+// Options tune a check. The zero value is the defaults.
+type Options struct {
+	// MaxAbs is the magnitude beyond which values are reported (as a
+	// warning); 0 means DefaultMaxAbs, a negative value turns it off.
+	MaxAbs float64
+	// Config is the content of the model's config.json; nil for none,
+	// which skips the configuration checks.
+	Config []byte
+	// Workers is the number of goroutines reading values; 0 means
+	// GOMAXPROCS.
+	Workers int
+}
+
+// DefaultMaxAbs is the default of Options.MaxAbs: trained weights are far
+// smaller, and F16 overflows at 65504.
+const DefaultMaxAbs = 1e4
+
+// Source is what Run reads tensors from: a *safetensors.Reader or a
+// *safetensors.Sharded. It must be safe for concurrent use, as those are.
+type Source interface {
+	Names() []string
+	Tensor(name string) (safetensors.Tensor, error)
+}
+
+// Run checks the tensors of src and, with opts.Config, the configuration
+// against them. It returns an error only for a config.json that is not a
+// JSON object; tensors that cannot be read are findings.
+func Run(src Source, opts Options) (*Report, error) {
+	var cfg map[string]any
+	if opts.Config != nil {
+		if err := json.Unmarshal(opts.Config, &cfg); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+		} else if cfg == nil {
+			return nil, ErrInvalidConfig
+		}
+	}
+	names := src.Names()
+	infos := make([]info, 0, len(names))
+	r := &Report{Tensors: len(names)}
+	var tensors []safetensors.Tensor
+	for _, n := range names {
+		t, err := src.Tensor(n)
+		if err != nil {
+			r.Findings = append(r.Findings, Finding{Severity: Error, Kind: KindRead, Tensor: n, Message: err.Error()})
+			continue
+		}
+		tensors = append(tensors, t)
+		infos = append(infos, info{Name: n, DType: t.DType, Shape: t.Shape})
+		r.Bytes += uint64(len(t.Data))
+	}
+	r.Findings = append(r.Findings, scanValues(tensors, opts)...)
+	r.Findings = append(r.Findings, dtypes(infos)...)
+	st := structure(infos)
+	r.Findings = append(r.Findings, st.findings...)
+	if cfg != nil {
+		family, notes, findings := checkConfig(cfg, infos, st)
+		r.Family, r.Notes = family, notes
+		r.Findings = append(r.Findings, findings...)
+	} else {
+		r.Notes = append(r.Notes, "no config.json: the configuration was not checked")
+	}
+	slices.SortStableFunc(r.Findings, func(a, b Finding) int {
+		return cmp.Or(-cmp.Compare(a.Severity, b.Severity), cmp.Compare(a.Kind, b.Kind))
+	})
+	return r, nil
+}
+
+// Model checks the model at path: a safetensors file, a sharded
+// checkpoint's index, or a model directory (model.safetensors or a sharded
+// checkpoint). The config.json beside the weights is checked too, unless
+// opts.Config is set, which replaces it.
+func Model(path string, opts Options) (*Report, error) {
+	src, dir, err := open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer src.Close()
+	if opts.Config == nil {
+		data, err := os.ReadFile(filepath.Join(dir, "config.json"))
+		switch {
+		case err == nil:
+			opts.Config = data
+		case !errors.Is(err, os.ErrNotExist):
+			return nil, err
+		}
+	}
+	return Run(src, opts)
+}
+
+type closingSource interface {
+	Source
+	Close() error
+}
+
+func open(path string) (src closingSource, dir string, err error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, "", err
+	}
+	if info.IsDir() {
+		if _, err := os.Stat(filepath.Join(path, "model.safetensors")); err == nil {
+			r, err := safetensors.Open(filepath.Join(path, "model.safetensors"))
+			return r, path, err
+		}
+		sh, err := safetensors.OpenIndex(path)
+		if errors.Is(err, safetensors.ErrUnlistedTensor) {
+			err = nil
+		}
+		return sh, path, err
+	}
+	if strings.HasSuffix(path, safetensors.IndexSuffix) {
+		sh, err := safetensors.OpenIndex(path)
+		if errors.Is(err, safetensors.ErrUnlistedTensor) {
+			err = nil
+		}
+		return sh, filepath.Dir(path), err
+	}
+	r, err := safetensors.Open(path)
+	return r, filepath.Dir(path), err
+}
+
+// info is a tensor's name, dtype and shape.
+type info struct {
+	Name  string
+	DType safetensors.DType
+	Shape []uint64
+}
+
+func isFloat(d safetensors.DType) bool {
+	switch d {
+	case safetensors.F64, safetensors.F32, safetensors.F16, safetensors.BF16,
+		safetensors.F8_E4M3, safetensors.F8_E5M2, safetensors.F8_E4M3FNUZ, safetensors.F8_E5M2FNUZ:
+		return true
+	}
+	return false
+}
+
+// isBuffer reports whether a tensor is one of the buffers that older
+// checkpoints saved beside the weights, whose values are not weights and
+// whose dtype may differ: causal masks (GPT-2's attn.bias, GPT-NeoX's
+// attention.bias, 4-D), masked_bias (-1e4 or -1e9), rotary inv_freq,
+// position_ids. Their values are checked for NaN and Inf only, and their
+// dtypes are left out of the dtype consistency check.
+func isBuffer(name string, shape []uint64) bool {
+	last := name[strings.LastIndexByte(name, '.')+1:]
+	switch last {
+	case "masked_bias", "inv_freq", "position_ids":
+		return true
+	case "bias":
+		return len(shape) == 4
+	}
+	return false
+}
+
+// dtypes reports float tensors of more than one dtype.
+func dtypes(infos []info) []Finding {
+	count := map[safetensors.DType]int{}
+	example := map[safetensors.DType]string{}
+	for _, t := range infos {
+		if isFloat(t.DType) && !isBuffer(t.Name, t.Shape) {
+			if count[t.DType] == 0 {
+				example[t.DType] = t.Name
+			}
+			count[t.DType]++
+		}
+	}
+	if len(count) < 2 {
+		return nil
+	}
+	ds := make([]safetensors.DType, 0, len(count))
+	for d := range count {
+		ds = append(ds, d)
+	}
+	slices.SortFunc(ds, func(a, b safetensors.DType) int { return cmp.Compare(count[b], count[a]) })
+	parts := make([]string, len(ds))
+	for i, d := range ds {
+		parts[i] = fmt.Sprintf("%v: %d (e.g. %q)", d, count[d], example[d])
+	}
+	return []Finding{{Severity: Warning, Kind: KindDTypes, Message: "float tensors of mixed dtypes: " + strings.Join(parts, ", ")}}
+}

@@ -1,0 +1,404 @@
+package check
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/safetensors-go/safetensors"
+)
+
+// The tiny models in testdata/models were written by transformers'
+// save_pretrained from its own modeling code (see generate.py there).
+const models = "../testdata/models"
+
+func modelNames(t *testing.T) []string {
+	entries, err := os.ReadDir(models)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		if e.IsDir() {
+			names = append(names, e.Name())
+		}
+	}
+	require.Len(t, names, 13)
+	return names
+}
+
+// load returns a model's tensors, copied, and its configuration.
+func load(t *testing.T, name string) ([]safetensors.Tensor, map[string]any) {
+	r, err := safetensors.Open(filepath.Join(models, name, "model.safetensors"))
+	require.NoError(t, err)
+	defer r.Close()
+	ts, err := r.Tensors()
+	require.NoError(t, err)
+	for i := range ts {
+		ts[i].Data = slices.Clone(ts[i].Data)
+		ts[i].Shape = slices.Clone(ts[i].Shape)
+	}
+	data, err := os.ReadFile(filepath.Join(models, name, "config.json"))
+	require.NoError(t, err)
+	var cfg map[string]any
+	require.NoError(t, json.Unmarshal(data, &cfg))
+	return ts, cfg
+}
+
+// checkModel writes the tensors and configuration into a directory and
+// checks it.
+func checkModel(t *testing.T, ts []safetensors.Tensor, cfg map[string]any) *Report {
+	dir := t.TempDir()
+	require.NoError(t, safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), ts, nil))
+	data, err := json.Marshal(cfg)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.json"), data, 0o644))
+	r, err := Model(dir, Options{})
+	require.NoError(t, err)
+	return r
+}
+
+func TestCleanModels(t *testing.T) {
+	for _, name := range modelNames(t) {
+		r, err := Model(filepath.Join(models, name), Options{})
+		require.NoError(t, err, name)
+		assert.Empty(t, r.Findings, name)
+		assert.Empty(t, r.Notes, name)
+		assert.NotEmpty(t, r.Family, name)
+	}
+}
+
+// find returns the findings of a kind about the named tensor or block.
+func find(r *Report, kind, name string) []Finding {
+	var out []Finding
+	for _, f := range r.Findings {
+		if f.Kind == kind && (f.Tensor == name || f.Block == name || f.Key == name || strings.Contains(f.Key, name)) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// a block tensor of each model, with its block, and the main stack's
+// prefix.
+func blockTensor(ts []safetensors.Tensor) (idx int, block string) {
+	for i, t := range ts {
+		if prefix, num, _, ok := splitBlock(t.Name); ok && num == "1" && len(t.Shape) == 2 {
+			return i, prefix + ".1"
+		}
+	}
+	panic("no block tensor")
+}
+
+func setF16(t safetensors.Tensor, i int, bits uint16) {
+	binary.LittleEndian.PutUint16(t.Data[2*i:], bits)
+}
+
+func TestPlantedValueDefects(t *testing.T) {
+	for _, name := range modelNames(t) {
+		ts, cfg := load(t, name)
+		i, _ := blockTensor(ts)
+		target := ts[i].Name
+		for _, c := range []struct {
+			kind     string
+			severity Severity
+			plant    func(safetensors.Tensor)
+			count    uint64
+			first    uint64
+		}{
+			{KindNaN, Error, func(t safetensors.Tensor) { setF16(t, 5, 0x7e00); setF16(t, 9, 0xfe01) }, 2, 5},
+			{KindInf, Error, func(t safetensors.Tensor) { setF16(t, 7, 0xfc00) }, 1, 7},
+			{KindMagnitude, Warning, func(t safetensors.Tensor) { setF16(t, 3, 0x7a1c); setF16(t, 2, 0xf000) }, 2, 2}, // 50048, -8192
+			{KindZero, Warning, func(t safetensors.Tensor) { clear(t.Data); setF16(t, 1, 0x8000) }, 0, 0},
+		} {
+			planted := slices.Clone(ts)
+			planted[i].Data = slices.Clone(ts[i].Data)
+			c.plant(planted[i])
+			if c.kind == KindMagnitude {
+				// -8192 is within the default limit; 50048 is not.
+				c.count, c.first = 1, 3
+			}
+			r := checkModel(t, planted, cfg)
+			fs := find(r, c.kind, target)
+			require.Len(t, fs, 1, "%s: %s: %v", name, c.kind, r.Findings)
+			assert.Equal(t, c.severity, fs[0].Severity)
+			assert.Len(t, r.Findings, 1, "%s: %s: only the planted defect: %v", name, c.kind, r.Findings)
+			if c.count > 0 {
+				assert.Equal(t, c.count, fs[0].Count, "%s %s", name, c.kind)
+				require.NotNil(t, fs[0].First)
+				assert.Equal(t, c.first, *fs[0].First, "%s %s", name, c.kind)
+			}
+		}
+	}
+}
+
+func TestPlantedStructureDefects(t *testing.T) {
+	for _, name := range modelNames(t) {
+		ts, cfg := load(t, name)
+		i, block := blockTensor(ts)
+		target := ts[i].Name
+
+		// A tensor missing from one block.
+		r := checkModel(t, slices.Delete(slices.Clone(ts), i, i+1), cfg)
+		assert.NotEmpty(t, find(r, KindStructure, block), "%s: missing tensor: %v", name, r.Findings)
+		assert.NotZero(t, r.Errors())
+
+		// A tensor of another shape in one block: structure and config.
+		planted := slices.Clone(ts)
+		planted[i].Shape = []uint64{ts[i].Shape[1], ts[i].Shape[0]}
+		if ts[i].Shape[0] == ts[i].Shape[1] {
+			planted[i].Shape = []uint64{ts[i].Shape[0] / 2, ts[i].Shape[1] * 2}
+		}
+		r = checkModel(t, planted, cfg)
+		assert.NotEmpty(t, find(r, KindStructure, target), "%s: reshaped: %v", name, r.Findings)
+		assert.NotEmpty(t, find(r, KindConfig, target), "%s: reshaped: %v", name, r.Findings)
+
+		// One tensor in F32 among F16 ones.
+		planted = slices.Clone(ts)
+		vals, err := ts[i].Float32s()
+		require.NoError(t, err)
+		planted[i], err = safetensors.TensorFromFloat32s(target, safetensors.F32, ts[i].Shape, vals, safetensors.RoundNearestEven)
+		require.NoError(t, err)
+		r = checkModel(t, planted, cfg)
+		assert.Len(t, find(r, KindDTypes, ""), 1, "%s: mixed dtypes: %v", name, r.Findings)
+		assert.NotEmpty(t, find(r, KindStructure, target), "%s: mixed dtypes: %v", name, r.Findings)
+
+		// A whole block missing: a gap, and the layer count.
+		prefix := strings.TrimSuffix(block, ".1")
+		planted = slices.DeleteFunc(slices.Clone(ts), func(t safetensors.Tensor) bool { return strings.HasPrefix(t.Name, block+".") })
+		r = checkModel(t, planted, cfg)
+		assert.NotEmpty(t, find(r, KindStructure, prefix), "%s: gap: %v", name, r.Findings)
+		assert.NotEmpty(t, find(r, KindConfig, layersKey(cfg)), "%s: gap: %v", name, r.Findings)
+
+		// The last block missing: no gap, but the layer count.
+		planted = slices.DeleteFunc(slices.Clone(ts), func(t safetensors.Tensor) bool { return strings.HasPrefix(t.Name, prefix+".2.") })
+		r = checkModel(t, planted, cfg)
+		assert.Empty(t, find(r, KindStructure, prefix), name)
+		assert.NotEmpty(t, find(r, KindConfig, layersKey(cfg)), "%s: last block: %v", name, r.Findings)
+	}
+}
+
+func layersKey(cfg map[string]any) string {
+	if _, ok := cfg["n_layer"]; ok {
+		return "n_layer"
+	}
+	return "num_hidden_layers"
+}
+
+func TestPlantedConfigDefects(t *testing.T) {
+	// Each key changed in each family's config.json must be reported.
+	keys := map[string][]string{
+		"llama":      {"hidden_size", "vocab_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim", "num_hidden_layers"},
+		"mistral":    {"hidden_size", "vocab_size", "intermediate_size", "num_key_value_heads", "head_dim", "num_hidden_layers"},
+		"qwen2":      {"hidden_size", "vocab_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "num_hidden_layers"},
+		"qwen3":      {"hidden_size", "vocab_size", "intermediate_size", "num_key_value_heads", "head_dim", "num_hidden_layers"},
+		"gemma":      {"hidden_size", "vocab_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim", "num_hidden_layers"},
+		"gemma2":     {"hidden_size", "vocab_size", "intermediate_size", "num_key_value_heads", "head_dim", "num_hidden_layers"},
+		"phi3":       {"hidden_size", "vocab_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "num_hidden_layers"},
+		"gpt2":       {"n_embd", "vocab_size", "n_positions", "n_layer", "n_inner"},
+		"gpt_neox":   {"hidden_size", "vocab_size", "intermediate_size", "num_hidden_layers"},
+		"falcon":     {"hidden_size", "vocab_size", "num_attention_heads", "num_hidden_layers", "ffn_hidden_size"},
+		"falcon-new": {"hidden_size", "num_attention_heads", "num_kv_heads", "num_hidden_layers", "ffn_hidden_size"},
+		"falcon-mha": {"hidden_size", "vocab_size", "num_hidden_layers"},
+		"bert":       {"hidden_size", "vocab_size", "intermediate_size", "max_position_embeddings", "num_hidden_layers"},
+	}
+	for name, ks := range keys {
+		ts, cfg := load(t, name)
+		for _, k := range ks {
+			planted := map[string]any{}
+			for kk, v := range cfg {
+				planted[kk] = v
+			}
+			old, _ := cfg[k].(float64)
+			if k == "n_inner" || k == "ffn_hidden_size" && old == 0 {
+				old = 4 * cfg[map[bool]string{true: "n_embd", false: "hidden_size"}[name == "gpt2"]].(float64)
+			}
+			planted[k] = old * 2
+			r := checkModel(t, ts, planted)
+			assert.NotEmpty(t, find(r, KindConfig, k), "%s: %s doubled: %v", name, k, r.Findings)
+			assert.NotZero(t, r.Errors(), "%s: %s", name, k)
+		}
+	}
+	// Untied embeddings without lm_head.
+	ts, cfg := load(t, "llama")
+	ts = slices.DeleteFunc(ts, func(t safetensors.Tensor) bool { return t.Name == "lm_head.weight" })
+	r := checkModel(t, ts, cfg)
+	assert.NotEmpty(t, find(r, KindConfig, "lm_head.weight"), "%v", r.Findings)
+	cfg["tie_word_embeddings"] = true
+	assert.Empty(t, checkModel(t, ts, cfg).Findings)
+}
+
+func TestUnknownFamily(t *testing.T) {
+	ts, cfg := load(t, "llama")
+	cfg["model_type"] = "mamba"
+	r := checkModel(t, ts, cfg)
+	assert.Empty(t, r.Findings)
+	assert.Empty(t, r.Family)
+	require.Len(t, r.Notes, 1)
+	assert.Contains(t, r.Notes[0], `"mamba"`)
+}
+
+func TestLargeTensorInParallel(t *testing.T) {
+	// Values checked in chunks by several goroutines: the first index is
+	// the first over all chunks, the count the sum.
+	for _, d := range []safetensors.DType{safetensors.F32, safetensors.BF16, safetensors.F16, safetensors.F64} {
+		n := 3*chunkBytes/(d.Bits()/8) + 17
+		vals := make([]float64, n)
+		for i := range vals {
+			vals[i] = math.Sin(float64(i)) + 2
+		}
+		bad := []int{n - 1, chunkBytes / (d.Bits() / 8), 2*chunkBytes/(d.Bits()/8) + 3}
+		for _, i := range bad {
+			vals[i] = math.NaN()
+		}
+		vals[100] = 5e4
+		vals[n-2] = math.Inf(-1)
+		var tn safetensors.Tensor
+		if d == safetensors.F64 {
+			data := make([]byte, 8*n)
+			for i, v := range vals {
+				binary.LittleEndian.PutUint64(data[8*i:], math.Float64bits(v))
+			}
+			tn = safetensors.Tensor{Name: "x", DType: d, Shape: []uint64{uint64(n)}, Data: data}
+		} else {
+			f32 := make([]float32, n)
+			for i, v := range vals {
+				f32[i] = float32(v)
+			}
+			var err error
+			tn, err = safetensors.TensorFromFloat32s("x", d, []uint64{uint64(n)}, f32, safetensors.RoundNearestEven)
+			require.NoError(t, err)
+		}
+		fs := scanValues([]safetensors.Tensor{tn}, Options{Workers: 4})
+		require.Len(t, fs, 3, "%v: %v", d, fs)
+		byKind := map[string]Finding{}
+		for _, f := range fs {
+			byKind[f.Kind] = f
+		}
+		assert.Equal(t, uint64(3), byKind[KindNaN].Count, d)
+		assert.Equal(t, uint64(bad[1]), *byKind[KindNaN].First, d)
+		assert.Equal(t, uint64(1), byKind[KindInf].Count, d)
+		assert.Equal(t, uint64(n-2), *byKind[KindInf].First, d)
+		assert.Equal(t, uint64(1), byKind[KindMagnitude].Count, d)
+		assert.Equal(t, uint64(100), *byKind[KindMagnitude].First, d)
+	}
+}
+
+func TestStructureOddNames(t *testing.T) {
+	shape := []uint64{2}
+	infos := []info{
+		{Name: "layers.01.w", DType: safetensors.F32, Shape: shape},
+		{Name: "model.layers.99999999999999999999999.w", DType: safetensors.F32, Shape: shape},
+		{Name: "h.0.w", DType: safetensors.F32, Shape: shape},
+		{Name: "h.1000000000.w", DType: safetensors.F32, Shape: shape},
+		{Name: "h.", DType: safetensors.F32, Shape: shape},
+		{Name: "layers..w", DType: safetensors.F32, Shape: shape},
+	}
+	res := structure(infos)
+	var msgs []string
+	for _, f := range res.findings {
+		msgs = append(msgs, f.String())
+	}
+	assert.Len(t, res.findings, 3, "%v", msgs)
+	assert.Contains(t, msgs[0], `"layers.01.w"`)
+	assert.Contains(t, msgs[2], "block(s) 1, 2, 3")
+}
+
+func TestInvalidConfig(t *testing.T) {
+	for _, c := range []string{"[1]", "null", "{", ""} {
+		_, err := Run(memSourceOf(), Options{Config: []byte(c)})
+		require.ErrorIs(t, err, ErrInvalidConfig, c)
+	}
+}
+
+type memSource []safetensors.Tensor
+
+func memSourceOf(ts ...safetensors.Tensor) memSource { return ts }
+
+func (m memSource) Names() []string {
+	var names []string
+	for _, t := range m {
+		names = append(names, t.Name)
+	}
+	return names
+}
+
+func (m memSource) Tensor(name string) (safetensors.Tensor, error) {
+	for _, t := range m {
+		if t.Name == name {
+			return t, nil
+		}
+	}
+	return safetensors.Tensor{}, safetensors.ErrTensorNotFound
+}
+
+func TestBuffers(t *testing.T) {
+	// GPT-NeoX checkpoints of old saved masked_bias (-1e9, F32) and
+	// inv_freq (F32) beside F16 weights: no warning for them.
+	ts, cfg := load(t, "gpt_neox")
+	big, err := safetensors.TensorFromFloat32s("gpt_neox.layers.0.attention.masked_bias", safetensors.F32, []uint64{}, []float32{-1e9}, safetensors.RoundNearestEven)
+	require.NoError(t, err)
+	mask, err := safetensors.TensorFromFloat32s("gpt_neox.layers.0.attention.bias", safetensors.F32, []uint64{1, 1, 2, 2}, []float32{0, 0, 0, 0}, safetensors.RoundNearestEven)
+	require.NoError(t, err)
+	nan, err := safetensors.TensorFromFloat32s("gpt_neox.layers.1.attention.rotary_emb.inv_freq", safetensors.F32, []uint64{2}, []float32{1, float32(math.NaN())}, safetensors.RoundNearestEven)
+	require.NoError(t, err)
+	r := checkModel(t, append(ts, big, mask, nan), cfg)
+	var kinds []string
+	for _, f := range r.Findings {
+		kinds = append(kinds, f.Kind)
+	}
+	// The buffers in one block only are a structure error; the NaN is
+	// still an error; no magnitude, zero or dtype warning.
+	assert.NotContains(t, kinds, KindMagnitude)
+	assert.NotContains(t, kinds, KindZero)
+	assert.NotContains(t, kinds, KindDTypes)
+	assert.Contains(t, kinds, KindNaN)
+}
+
+// TestValueLimits checks the word-at-a-time fast path's thresholds: values
+// at the limit pass, those beyond are reported, Inf and NaN always are,
+// with the limit off too, in every lane and in the tail.
+func TestValueLimits(t *testing.T) {
+	for _, d := range []safetensors.DType{safetensors.F32, safetensors.BF16, safetensors.F16} {
+		for _, maxAbs := range []float64{1e4, 0.5, -1} {
+			for _, n := range []int{1, 5, 8, 9, 64, 67} {
+				for pos := range n {
+					for _, v := range []float32{float32(maxAbs), -float32(maxAbs), float32(maxAbs) * 1.01, float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 0x1p-20} {
+						vals := make([]float32, n)
+						for i := range vals {
+							vals[i] = 0.25
+						}
+						vals[pos] = v
+						tn, err := safetensors.TensorFromFloat32s("x", d, []uint64{uint64(n)}, vals, safetensors.RoundNearestEven)
+						require.NoError(t, err)
+						fs := scanValues([]safetensors.Tensor{tn}, Options{MaxAbs: maxAbs})
+						back, _ := tn.Float32s()
+						x := float64(back[pos])
+						var want string
+						switch {
+						case math.IsNaN(x):
+							want = KindNaN
+						case math.IsInf(x, 0):
+							want = KindInf
+						case maxAbs > 0 && math.Abs(x) > maxAbs:
+							want = KindMagnitude
+						}
+						if want == "" {
+							require.Empty(t, fs, "%v limit %v n %d pos %d v %v", d, maxAbs, n, pos, x)
+							continue
+						}
+						require.Len(t, fs, 1, "%v limit %v n %d pos %d v %v", d, maxAbs, n, pos, x)
+						require.Equal(t, want, fs[0].Kind)
+						require.Equal(t, uint64(pos), *fs[0].First)
+					}
+				}
+			}
+		}
+	}
+}

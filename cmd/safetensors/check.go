@@ -1,0 +1,94 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/safetensors-go/safetensors/check"
+)
+
+func runCheck(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("check", stdout, stderr, `Check checks a model's weights: NaN and Inf in any tensor (errors), float tensors
+that are all zeros and values beyond --max-abs (warnings), float tensors of mixed
+dtypes (a warning), the numbered blocks (model.layers.N., h.N., encoder.layer.N.,
+...: every block with the same tensors, shapes and dtypes, numbered 0..N-1), and
+the figures of config.json (beside the weights, or --config) against the shapes,
+for the families `+strings.Join(check.Families, ", ")+`.
+FILE may be a safetensors file, a sharded checkpoint (its index or directory), a
+model directory, or an http(s) URL of a file, index or model base. Every value
+is read once, in parallel. The status is 1 if there is an error, 0 with
+warnings only.`+remoteHelp)
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	configPath := fs.String("config", "", "the model's config.json, if not beside the weights")
+	maxAbs := fs.Float64("max-abs", check.DefaultMaxAbs, "warn about values whose magnitude is beyond this (a negative value: never)")
+	addRemoteFlags(fs)
+	operands, status, ok := parse(fs, args, stdout)
+	if !ok {
+		return status
+	}
+	if len(operands) != 1 {
+		return usageError(fs, "want one FILE, DIR or URL, got %d", len(operands))
+	}
+	name := operands[0]
+	opts := check.Options{MaxAbs: *maxAbs}
+	if *configPath != "" {
+		data, err := os.ReadFile(*configPath)
+		if err != nil {
+			fmt.Fprintf(stderr, "safetensors check: %s\n", errorText(err))
+			return exitFail
+		}
+		opts.Config = data
+	}
+	var report *check.Report
+	var err error
+	if isURL(name) {
+		r, rerr := openIndex(name)
+		if rerr != nil {
+			fmt.Fprintf(stderr, "safetensors check: %s\n", errorText(rerr))
+			return exitFail
+		}
+		defer r.Close()
+		report, err = check.Run(r, opts)
+	} else {
+		report, err = check.Model(name, opts)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "safetensors check: %s\n", errorText(err))
+		return exitFail
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(report)
+	} else {
+		err = printReport(stdout, name, report)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "safetensors check: %s\n", errorText(err))
+		return exitFail
+	}
+	if report.Errors() > 0 {
+		return exitFail
+	}
+	return exitOK
+}
+
+func printReport(w io.Writer, name string, r *check.Report) error {
+	family := "configuration not checked"
+	if r.Family != "" {
+		family = r.Family + " configuration checked"
+	}
+	fmt.Fprintf(w, "%s: %d tensors, %s, %s: %d errors, %d warnings\n", name, r.Tensors, bytesString(r.Bytes), family, r.Errors(), r.Warnings())
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	for _, f := range r.Findings {
+		if _, err := fmt.Fprintln(w, f); err != nil {
+			return err
+		}
+	}
+	return nil
+}

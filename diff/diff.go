@@ -1,0 +1,256 @@
+// Package diff compares two sets of tensors (files, sharded checkpoints or
+// model directories): the tensors only in one, those whose dtype or shape
+// differ, and for the others whether their bytes are identical or, if not,
+// the largest absolute and relative differences of their decoded values;
+// and the metadata.
+package diff
+
+import (
+	"bytes"
+	"errors"
+	"maps"
+	"math"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/safetensors-go/safetensors"
+)
+
+// Source is what Compare reads tensors from: a *safetensors.Reader or a
+// *safetensors.Sharded.
+type Source interface {
+	Names() []string
+	Tensor(name string) (safetensors.Tensor, error)
+}
+
+// Tensor is the comparison of a tensor present on both sides.
+type Tensor struct {
+	Name   string            `json:"name"`
+	DTypeA safetensors.DType `json:"dtype_a"`
+	DTypeB safetensors.DType `json:"dtype_b"`
+	ShapeA []uint64          `json:"shape_a"`
+	ShapeB []uint64          `json:"shape_b"`
+	// Identical is true when dtype, shape and bytes are the same.
+	Identical bool `json:"identical"`
+	// Compared is true when the values were compared: the shapes are the
+	// same and both dtypes decode to numbers, and the bytes differ.
+	// Differing counts the elements that differ; MaxAbs is the largest
+	// |a - b| and MaxRel the largest |a - b| / max(|a|, |b|), over the
+	// values decoded to float64 (NaN equals NaN; a NaN against a number,
+	// or infinities that differ, count as +Inf).
+	Compared  bool    `json:"compared"`
+	Differing uint64  `json:"differing,omitempty"`
+	MaxAbs    float64 `json:"max_abs_diff,omitempty"`
+	MaxRel    float64 `json:"max_rel_diff,omitempty"`
+	// Err says why a tensor could not be read or decoded, if it could not.
+	Err string `json:"error,omitempty"`
+}
+
+// Metadata is one metadata key whose values differ; A or B is nil where
+// the key is absent.
+type Metadata struct {
+	Key string  `json:"key"`
+	A   *string `json:"a"`
+	B   *string `json:"b"`
+}
+
+// Result is the comparison of two sets of tensors.
+type Result struct {
+	OnlyA    []string   `json:"only_a"`
+	OnlyB    []string   `json:"only_b"`
+	Tensors  []Tensor   `json:"tensors"` // every common tensor, by name
+	Metadata []Metadata `json:"metadata"`
+}
+
+// Equal reports whether the two sides hold the same tensors with the same
+// bytes and the same metadata.
+func (r *Result) Equal() bool {
+	if len(r.OnlyA)+len(r.OnlyB)+len(r.Metadata) > 0 {
+		return false
+	}
+	for _, t := range r.Tensors {
+		if !t.Identical {
+			return false
+		}
+	}
+	return true
+}
+
+// Compare compares the tensors of a and b, and metadata ma and mb, reading
+// the common tensors in parallel.
+func Compare(a, b Source, ma, mb map[string]string) *Result {
+	r := &Result{}
+	na, nb := a.Names(), b.Names()
+	inB := map[string]bool{}
+	for _, n := range nb {
+		inB[n] = true
+	}
+	var common []string
+	for _, n := range na {
+		if inB[n] {
+			common = append(common, n)
+			delete(inB, n)
+		} else {
+			r.OnlyA = append(r.OnlyA, n)
+		}
+	}
+	r.OnlyB = slices.Sorted(maps.Keys(inB))
+	slices.Sort(r.OnlyA)
+	slices.Sort(common)
+	r.Tensors = make([]Tensor, len(common))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(runtime.GOMAXPROCS(0), max(len(common), 1)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				r.Tensors[i] = compareTensor(a, b, common[i])
+			}
+		}()
+	}
+	for i := range common {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for _, k := range slices.Sorted(maps.Keys(union(ma, mb))) {
+		va, oka := ma[k]
+		vb, okb := mb[k]
+		if oka && okb && va == vb {
+			continue
+		}
+		m := Metadata{Key: k}
+		if oka {
+			m.A = &va
+		}
+		if okb {
+			m.B = &vb
+		}
+		r.Metadata = append(r.Metadata, m)
+	}
+	return r
+}
+
+func union(a, b map[string]string) map[string]bool {
+	u := map[string]bool{}
+	for k := range a {
+		u[k] = true
+	}
+	for k := range b {
+		u[k] = true
+	}
+	return u
+}
+
+func compareTensor(a, b Source, name string) Tensor {
+	out := Tensor{Name: name}
+	ta, err := a.Tensor(name)
+	if err != nil {
+		out.Err = err.Error()
+		return out
+	}
+	tb, err := b.Tensor(name)
+	if err != nil {
+		out.Err = err.Error()
+		return out
+	}
+	out.DTypeA, out.DTypeB, out.ShapeA, out.ShapeB = ta.DType, tb.DType, ta.Shape, tb.Shape
+	sameShape := slices.Equal(ta.Shape, tb.Shape)
+	if ta.DType == tb.DType && sameShape && bytes.Equal(ta.Data, tb.Data) {
+		out.Identical = true
+		return out
+	}
+	if !sameShape {
+		return out
+	}
+	va, err := decode(ta)
+	if err != nil {
+		out.Err = err.Error()
+		return out
+	}
+	vb, err := decode(tb)
+	if err != nil {
+		out.Err = err.Error()
+		return out
+	}
+	out.Compared = true
+	for i := range va {
+		x, y := va[i], vb[i]
+		if x == y || math.IsNaN(x) && math.IsNaN(y) {
+			continue
+		}
+		out.Differing++
+		d := math.Abs(x - y)
+		if math.IsNaN(d) {
+			d = math.Inf(1)
+		}
+		out.MaxAbs = max(out.MaxAbs, d)
+		out.MaxRel = max(out.MaxRel, d/max(math.Abs(x), math.Abs(y)))
+	}
+	return out
+}
+
+// decode returns a tensor's values as float64: F64 exactly, the others as
+// Tensor.Float32s decodes them.
+func decode(t safetensors.Tensor) ([]float64, error) {
+	if t.DType == safetensors.F64 {
+		return safetensors.Values[float64](t, nil)
+	}
+	f, err := t.Float32s()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float64, len(f))
+	for i, v := range f {
+		out[i] = float64(v)
+	}
+	return out, nil
+}
+
+// Paths compares the tensors at paths a and b: safetensors files, sharded
+// checkpoints (their index or directory) or model directories. The
+// metadata compared is the files' header metadata, or a checkpoint's index
+// metadata.
+func Paths(a, b string) (*Result, error) {
+	sa, ma, err := open(a)
+	if err != nil {
+		return nil, err
+	}
+	defer sa.Close()
+	sb, mb, err := open(b)
+	if err != nil {
+		return nil, err
+	}
+	defer sb.Close()
+	return Compare(sa, sb, ma, mb), nil
+}
+
+type source interface {
+	Source
+	Close() error
+}
+
+func open(path string) (source, map[string]string, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if info.IsDir() || strings.HasSuffix(path, safetensors.IndexSuffix) {
+		// A model directory (model.safetensors or a sharded checkpoint)
+		// or an index.
+		sh, err := safetensors.OpenIndex(path)
+		if err != nil && !errors.Is(err, safetensors.ErrUnlistedTensor) {
+			return nil, nil, err
+		}
+		return sh, sh.Metadata(), nil
+	}
+	r, err := safetensors.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, r.Metadata(), nil
+}

@@ -1,0 +1,458 @@
+package quant
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"runtime"
+	"strings"
+	"sync"
+
+	"github.com/safetensors-go/safetensors"
+)
+
+// Strategy is the granularity of compressed-tensors' weight scales.
+type Strategy int
+
+const (
+	// PerChannel gives each output channel (each row of an [out, in]
+	// weight) its own scale, of shape [out, 1]: compressed-tensors'
+	// "channel" strategy, the W8A8 preset's.
+	PerChannel Strategy = iota
+	// PerTensor gives the weight one scale, of shape [1]: the "tensor"
+	// strategy.
+	PerTensor
+)
+
+// String returns "channel" or "tensor", the strategy's name in
+// compressed-tensors' configuration.
+func (s Strategy) String() string {
+	switch s {
+	case PerChannel:
+		return "channel"
+	case PerTensor:
+		return "tensor"
+	}
+	return fmt.Sprintf("Strategy(%d)", int(s))
+}
+
+// ParseStrategy parses "channel" or "tensor".
+func ParseStrategy(s string) (Strategy, error) {
+	switch strings.ToLower(s) {
+	case "channel":
+		return PerChannel, nil
+	case "tensor":
+		return PerTensor, nil
+	}
+	return 0, fmt.Errorf("%w: strategy %q is not channel or tensor", ErrUnsupported, s)
+}
+
+// ScaleName returns the name of the scale tensor that goes with the weight
+// named name: "x.weight" gives "x.weight_scale".
+func ScaleName(name string) string { return name + "_scale" }
+
+// CompressWeight quantizes a Linear layer's weight, an F32, F16 or BF16
+// tensor of shape [out, in], as compressed-tensors 0.20.0 does for the
+// int-quantized format with a symmetric int8 scheme:
+//
+//	scale = max(|min(min x, 0)|, max(max x, 0)) / 127.5   over a row (PerChannel) or the tensor
+//	scale = eps(dtype)                                     if that is 0
+//	q     = round_half_even(clamp(x / scale, -128, 127))
+//
+// where every operation is that of PyTorch on a CPU for tensors of the
+// weight's dtype: computed in float32 and rounded to the dtype (to nearest
+// even), and eps is torch.finfo(dtype).eps (2^-7 for BF16, 2^-10 for F16,
+// 2^-23 for F32). q is an I8 tensor of the weight's name and shape; scale,
+// named ScaleName(w.Name), has the weight's dtype and shape [out, 1] or [1].
+// A NaN or ±Inf in w gives an error wrapping ErrNotFinite. The rows are
+// quantized in parallel.
+func CompressWeight(w safetensors.Tensor, s Strategy) (q, scale safetensors.Tensor, err error) {
+	if err := checkWeight(w); err != nil {
+		return q, scale, err
+	}
+	out, in := int(w.Shape[0]), int(w.Shape[1])
+	q = safetensors.Tensor{Name: w.Name, DType: safetensors.I8, Shape: []uint64{uint64(out), uint64(in)}, Data: make([]byte, out*in)}
+	scales := make([]float32, out)
+	if s == PerTensor {
+		m, err := maxAbs(w, out, in)
+		if err != nil {
+			return q, scale, err
+		}
+		sc := scaleOf(m, w.DType)
+		for i := range scales {
+			scales[i] = sc
+		}
+		err = forRows(out, in, func(lo, hi int, buf []float32) error {
+			for r := lo; r < hi; r++ {
+				if w.DType == safetensors.BF16 {
+					quantRowBF16(q.Data[r*in:(r+1)*in], w.Data[2*r*in:2*(r+1)*in], scales[r])
+					continue
+				}
+				x := row(w, r, in, buf)
+				quantRow(q.Data[r*in:(r+1)*in], x, scales[r], w.DType)
+			}
+			return nil
+		})
+		if err != nil {
+			return q, scale, err
+		}
+		return q, scaleTensor(w, scales[:1], []uint64{1}), nil
+	}
+	err = forRows(out, in, func(lo, hi int, buf []float32) error {
+		for r := lo; r < hi; r++ {
+			if w.DType == safetensors.BF16 {
+				raw := w.Data[2*r*in : 2*(r+1)*in]
+				m, bad := rowMaxAbsBF16(raw)
+				if bad >= 0 {
+					return notFinite(w.Name, r*in+bad, safetensors.BF16ToF32(binary.LittleEndian.Uint16(raw[2*bad:])))
+				}
+				scales[r] = scaleOf(m, w.DType)
+				quantRowBF16(q.Data[r*in:(r+1)*in], raw, scales[r])
+				continue
+			}
+			x := row(w, r, in, buf)
+			m, bad := rowMaxAbs(x)
+			if bad >= 0 {
+				return notFinite(w.Name, r*in+bad, x[bad])
+			}
+			scales[r] = scaleOf(m, w.DType)
+			quantRow(q.Data[r*in:(r+1)*in], x, scales[r], w.DType)
+		}
+		return nil
+	})
+	if err != nil {
+		return q, scale, err
+	}
+	return q, scaleTensor(w, scales, []uint64{uint64(out), 1}), nil
+}
+
+// DecompressWeight is the inverse of CompressWeight, as compressed-tensors
+// computes it: q converted to the scale's dtype and multiplied by the
+// scale, rounded to that dtype. scale has shape [out, 1] or [1].
+func DecompressWeight(q, scale safetensors.Tensor) (safetensors.Tensor, error) {
+	if q.DType != safetensors.I8 || len(q.Shape) != 2 || uint64(len(q.Data)) != q.Shape[0]*q.Shape[1] {
+		return safetensors.Tensor{}, fmt.Errorf("%w: tensor %q: want an I8 [out, in] weight, got %v %v", ErrUnsupported, q.Name, q.DType, q.Shape)
+	}
+	out, in := int(q.Shape[0]), int(q.Shape[1])
+	scales, err := scale.Float32s()
+	if err != nil {
+		return safetensors.Tensor{}, err
+	}
+	if len(scales) != 1 && len(scales) != out || !isFloat(scale.DType) {
+		return safetensors.Tensor{}, fmt.Errorf("%w: scale %q: want an F32, F16 or BF16 tensor of %d or 1 values, got %v %v", ErrUnsupported, scale.Name, out, scale.DType, scale.Shape)
+	}
+	vals := make([]float32, out*in)
+	rnd := rounder(scale.DType)
+	for r := range out {
+		s := scales[min(r, len(scales)-1)]
+		for i, v := range q.Data[r*in : (r+1)*in] {
+			vals[r*in+i] = rnd(float32(int8(v)) * s)
+		}
+	}
+	return safetensors.TensorFromFloat32s(q.Name, scale.DType, q.Shape, vals, safetensors.RoundNearestEven)
+}
+
+func isFloat(d safetensors.DType) bool {
+	return d == safetensors.F32 || d == safetensors.F16 || d == safetensors.BF16
+}
+
+func checkWeight(w safetensors.Tensor) error {
+	if !isFloat(w.DType) || len(w.Shape) != 2 {
+		return fmt.Errorf("%w: tensor %q: want an F32, F16 or BF16 [out, in] weight, got %v %v", ErrUnsupported, w.Name, w.DType, w.Shape)
+	}
+	out, in := w.Shape[0], w.Shape[1]
+	size := uint64(w.DType.Bits() / 8)
+	if in != 0 && out > math.MaxInt/in/size || uint64(len(w.Data)) != out*in*size {
+		return fmt.Errorf("%w: tensor %q: %d bytes for %v %v", ErrUnsupported, w.Name, len(w.Data), w.DType, w.Shape)
+	}
+	return nil
+}
+
+func notFinite(name string, i int, v float32) error {
+	return fmt.Errorf("%w: tensor %q: element %d is %v", ErrNotFinite, name, i, v)
+}
+
+// row returns row r of w decoded to float32, in buf.
+func row(w safetensors.Tensor, r, in int, buf []float32) []float32 {
+	size := w.DType.Bits() / 8
+	b := w.Data[r*in*size : (r+1)*in*size]
+	switch w.DType {
+	case safetensors.BF16:
+		return safetensors.BF16BytesToF32s(buf[:0], b)
+	case safetensors.F16:
+		return safetensors.F16BytesToF32s(buf[:0], b)
+	}
+	if v, err := safetensors.View[float32](safetensors.Tensor{DType: safetensors.F32, Data: b}); err == nil {
+		return v // aligned, on a little-endian machine: no copy
+	}
+	buf = buf[:in]
+	for i := range buf {
+		buf[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return buf
+}
+
+// rowMaxAbs returns max|x| over x, or the index of a NaN or ±Inf.
+func rowMaxAbs(x []float32) (m float32, bad int) {
+	var hi uint32
+	for _, v := range x {
+		hi = max(hi, math.Float32bits(v)&0x7fffffff)
+	}
+	if hi >= 0x7f800000 {
+		for i, v := range x {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return 0, i
+			}
+		}
+	}
+	return math.Float32frombits(hi), -1
+}
+
+// rowMaxAbsBF16 returns max|x| over a row of BF16 bytes, or the index of
+// a NaN or ±Inf: four elements at a time in 64-bit words, whose 16-bit
+// lanes keep their own maximum.
+func rowMaxAbsBF16(b []byte) (m float32, bad int) {
+	le := binary.LittleEndian
+	var m0, m1 uint64
+	i := 0
+	for ; i+16 <= len(b); i += 16 {
+		m0 = laneMax16(m0, le.Uint64(b[i:])&0x7fff7fff7fff7fff)
+		m1 = laneMax16(m1, le.Uint64(b[i+8:])&0x7fff7fff7fff7fff)
+	}
+	w := laneMax16(m0, m1)
+	top := max(uint16(w), uint16(w>>16), uint16(w>>32), uint16(w>>48))
+	for ; i < len(b); i += 2 {
+		top = max(top, le.Uint16(b[i:])&0x7fff)
+	}
+	if top >= 0x7f80 {
+		for k := 0; k < len(b); k += 2 {
+			if le.Uint16(b[k:])&0x7fff >= 0x7f80 {
+				return 0, k / 2
+			}
+		}
+	}
+	return math.Float32frombits(uint32(top) << 16), -1
+}
+
+// laneMax16 returns the lane-wise maximum of four 15-bit values in 16-bit
+// lanes (their top bits clear): in each lane, (a | 0x8000) - b has its top
+// bit set when a >= b, and no lane borrows from the next.
+func laneMax16(a, b uint64) uint64 {
+	const high = 0x8000800080008000
+	ge := ((a | high) - b) & high
+	mask := ge - ge>>15 | ge
+	return a&mask | b&^mask
+}
+
+// quantRowBF16 is quantRow for a row of BF16 bytes, decoded as it goes.
+func quantRowBF16(q, raw []byte, scale float32) {
+	q = q[:len(raw)/2]
+	raw = raw[:2*len(q)]
+	inv := 1 / scale
+	if inv > math.MaxFloat32 {
+		for i := range q {
+			v := math.Float32frombits(uint32(binary.LittleEndian.Uint16(raw[2*i:])) << 16)
+			q[i] = toInt8(roundBF16(float32(v / scale)))
+		}
+		return
+	}
+	for i := range q {
+		v := math.Float32frombits(uint32(binary.LittleEndian.Uint16(raw[2*i:])) << 16)
+		y := float32(v * inv)
+		if uint16(math.Float32bits(y)-0x8000+nearMidpoint) <= 2*nearMidpoint {
+			y = float32(v / scale)
+		}
+		q[i] = toInt8(roundBF16(y))
+	}
+}
+
+// maxAbs returns max|x| over the whole of w, in parallel.
+func maxAbs(w safetensors.Tensor, out, in int) (float32, error) {
+	var mu sync.Mutex
+	var m float32
+	err := forRows(out, in, func(lo, hi int, buf []float32) error {
+		var local float32
+		for r := lo; r < hi; r++ {
+			if w.DType == safetensors.BF16 {
+				raw := w.Data[2*r*in : 2*(r+1)*in]
+				rm, bad := rowMaxAbsBF16(raw)
+				if bad >= 0 {
+					return notFinite(w.Name, r*in+bad, safetensors.BF16ToF32(binary.LittleEndian.Uint16(raw[2*bad:])))
+				}
+				local = max(local, rm)
+				continue
+			}
+			x := row(w, r, in, buf)
+			rm, bad := rowMaxAbs(x)
+			if bad >= 0 {
+				return notFinite(w.Name, r*in+bad, x[bad])
+			}
+			local = max(local, rm)
+		}
+		mu.Lock()
+		m = max(m, local)
+		mu.Unlock()
+		return nil
+	})
+	return m, err
+}
+
+// scaleOf returns the scale of a row or tensor whose max|x| is m: m / 127.5
+// rounded to d, or d's epsilon if that is 0. max(|min(lo, 0)|, max(hi, 0))
+// is max|x|.
+func scaleOf(m float32, d safetensors.DType) float32 {
+	s := rounder(d)(m / 127.5)
+	if s == 0 {
+		return eps(d)
+	}
+	return s
+}
+
+// eps returns torch.finfo(d).eps.
+func eps(d safetensors.DType) float32 {
+	switch d {
+	case safetensors.BF16:
+		return 0x1p-7
+	case safetensors.F16:
+		return 0x1p-10
+	}
+	return 0x1p-23
+}
+
+// rounder returns the function that rounds a float32 to the nearest value
+// of d, ties to even.
+func rounder(d safetensors.DType) func(float32) float32 {
+	switch d {
+	case safetensors.BF16:
+		return roundBF16
+	case safetensors.F16:
+		return roundF16
+	}
+	return func(f float32) float32 { return f }
+}
+
+// roundBF16 rounds a finite or infinite f to the nearest BF16, ties to
+// even.
+func roundBF16(f float32) float32 {
+	u := math.Float32bits(f)
+	u += 0x7fff + (u>>16)&1
+	return math.Float32frombits(u &^ 0xffff)
+}
+
+func roundF16(f float32) float32 {
+	return safetensors.F16ToF32(safetensors.F32ToF16(f, safetensors.RoundNearestEven))
+}
+
+// quantRow writes round_half_even(clamp(round_d(x / scale), -128, 127))
+// into q.
+func quantRow(q []byte, x []float32, scale float32, d safetensors.DType) {
+	q = q[:len(x)]
+	switch d {
+	case safetensors.BF16:
+		inv := 1 / scale
+		if inv > math.MaxFloat32 {
+			for i, v := range x {
+				q[i] = toInt8(roundBF16(float32(v / scale)))
+			}
+			return
+		}
+		// x * (1/scale) is within a few float32 units in the last place
+		// of x / scale, so it rounds to the same BF16 value unless it lies
+		// that close to a midpoint between two BF16 values, whose low 16
+		// bits are 0x8000; then the quotient is computed. The BF16 value
+		// decides the rest, and a multiplication costs less than a
+		// division.
+		for i, v := range x {
+			y := float32(v * inv)
+			if uint16(math.Float32bits(y)-0x8000+nearMidpoint) <= 2*nearMidpoint {
+				y = float32(v / scale)
+			}
+			q[i] = toInt8(roundBF16(y))
+		}
+	case safetensors.F16:
+		for i, v := range x {
+			q[i] = toInt8(roundF16(float32(v / scale)))
+		}
+	default:
+		for i, v := range x {
+			q[i] = toInt8(float32(v / scale))
+		}
+	}
+}
+
+// nearMidpoint is how many float32 units in the last place from a BF16
+// midpoint a product x * (1/scale) must be for quantRow to compute x /
+// scale instead: the two differ by at most 3, and by at most 6 in bits
+// across a power of two.
+const nearMidpoint = 64
+
+// roundMagic is 1.5 * 2^23: adding it to a float32 of magnitude at most
+// 2^22 leaves no fraction bits, so that the addition rounds to an integer,
+// half to even, as IEEE 754 rounds.
+const roundMagic = 0x1.8p23
+
+// toInt8 clamps v, which is not NaN, to [-128, 127] and rounds it half to
+// even. The explicit conversions keep each operation rounded to float32.
+func toInt8(v float32) byte {
+	if v < -128 {
+		v = -128
+	} else if v > 127 {
+		v = 127
+	}
+	r := float32(float32(v+roundMagic) - roundMagic)
+	return byte(int8(int32(r)))
+}
+
+func scaleTensor(w safetensors.Tensor, scales []float32, shape []uint64) safetensors.Tensor {
+	t, _ := safetensors.TensorFromFloat32s(ScaleName(w.Name), w.DType, shape, scales, safetensors.RoundNearestEven) // exact: the scales are values of the dtype
+	return t
+}
+
+// forRows calls f on ranges of the rows [0, out) from GOMAXPROCS goroutines,
+// each with a buffer of in float32s, and returns the first error.
+func forRows(out, in int, f func(lo, hi int, buf []float32) error) error {
+	workers := min(runtime.GOMAXPROCS(0), out)
+	if out*in < 1<<16 {
+		workers = 1
+	}
+	if workers <= 1 {
+		if out == 0 {
+			return nil
+		}
+		return f(0, out, make([]float32, in))
+	}
+	// Small blocks of rows, handed out in turn, keep the goroutines busy
+	// to the end.
+	block := max(1, min(out/(workers*8), (1<<20)/max(in, 1)))
+	var next int
+	var mu sync.Mutex
+	var first error
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]float32, in)
+			for {
+				mu.Lock()
+				lo := next
+				next += block
+				stop := first != nil
+				mu.Unlock()
+				if stop || lo >= out {
+					return
+				}
+				if err := f(lo, min(lo+block, out), buf); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}

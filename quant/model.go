@@ -1,0 +1,373 @@
+package quant
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/safetensors-go/safetensors"
+)
+
+// Version is the compressed-tensors version whose layout WriteModel writes,
+// and which it records in config.json.
+const Version = "0.20.0"
+
+// A Summary tells what WriteModel did.
+type Summary struct {
+	Files     []string // the safetensors files written, in the destination
+	Quantized []string // the weights quantized, sorted
+	Kept      []string // the tensors copied as they were, sorted
+	Copied    []string // the other files copied
+	// Ignore is the modules left unquantized that config.json's ignore
+	// list names: the output heads.
+	Ignore []string
+}
+
+// IsLinearWeight reports whether the tensor named name, of the given shape,
+// is the weight of an nn.Linear layer that WriteModel quantizes: a 2-D
+// "<module>.weight" that is not an embedding, a norm, an output head (which
+// stay as they were) nor one of GPT-2's Conv1D layers (c_attn, c_fc,
+// c_proj), which are not nn.Linear modules and which compressed-tensors'
+// "Linear" target therefore does not match.
+func IsLinearWeight(name string, shape []uint64) bool {
+	module, ok := strings.CutSuffix(name, ".weight")
+	if !ok || len(shape) != 2 || isHead(module) {
+		return false
+	}
+	last := module[strings.LastIndexByte(module, '.')+1:]
+	l := strings.ToLower(last)
+	switch {
+	case strings.Contains(l, "embed"), l == "wte", l == "wpe",
+		strings.Contains(l, "norm"), strings.HasPrefix(l, "ln"), strings.HasSuffix(l, "_ln"),
+		l == "c_attn", l == "c_fc", l == "c_proj":
+		return false
+	}
+	return true
+}
+
+// isHead reports whether module is a language model's output head.
+func isHead(module string) bool {
+	switch module {
+	case "lm_head", "embed_out", "cls.predictions.decoder", "output":
+		return true
+	}
+	return false
+}
+
+// WriteModel writes into dst, a directory that must not exist, the model at
+// src quantized with CompressWeight(s) as compressed-tensors' int-quantized
+// format lays it out: each Linear weight (see IsLinearWeight) becomes an I8
+// tensor of the same name beside its scale "<module>.weight_scale", in the
+// same file; every other tensor is copied as it was; config.json gains the
+// quantization_config that compressed-tensors 0.20.0 writes for the W8A8
+// scheme (int8 weights, dynamic per-token int8 activations), and is
+// rewritten as that library rewrites it (sorted keys, two-space indent);
+// a sharded checkpoint's index lists the scales; the other regular files at
+// the top of the directory (tokenizer, generation config, ...) are copied,
+// its subdirectories and symbolic links are not.
+//
+// src is a model directory (model.safetensors, or a sharded checkpoint with
+// its index, beside config.json), or a single safetensors file, whose
+// directory's config.json is used if there is one. dst appears only when
+// complete: the files are written into a temporary directory beside it,
+// renamed into place at the end, and removed on failure.
+func WriteModel(src, dst string, s Strategy) (*Summary, error) {
+	if _, err := os.Lstat(dst); err == nil {
+		return nil, fmt.Errorf("quant: %s: %w", dst, os.ErrExist)
+	}
+	info, err := os.Stat(src)
+	if err != nil {
+		return nil, err
+	}
+	dir, files, index := src, []string(nil), ""
+	if info.IsDir() {
+		if files, index, err = modelFiles(src); err != nil {
+			return nil, err
+		}
+	} else {
+		dir = filepath.Dir(src)
+		files = []string{filepath.Base(src)}
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(filepath.Clean(dst)), "."+filepath.Base(dst)+".tmp-")
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			os.RemoveAll(tmp)
+		}
+	}()
+	sum := &Summary{Files: files}
+	weightMap := map[string]any{}
+	var total uint64
+	heads := map[string]bool{}
+	for _, f := range files {
+		n, err := quantizeFile(filepath.Join(dir, f), filepath.Join(tmp, f), s, sum, weightMap, heads)
+		if err != nil {
+			return nil, err
+		}
+		total += n
+	}
+	sum.Ignore = []string{"lm_head"}
+	for h := range heads {
+		if h != "lm_head" {
+			sum.Ignore = append(sum.Ignore, h)
+		}
+	}
+	slices.Sort(sum.Ignore[1:])
+	slices.Sort(sum.Quantized)
+	slices.Sort(sum.Kept)
+	if index != "" {
+		if err := writeIndex(filepath.Join(dir, index), filepath.Join(tmp, index), weightMap, total); err != nil {
+			return nil, err
+		}
+	}
+	if err := writeConfig(filepath.Join(dir, "config.json"), filepath.Join(tmp, "config.json"), s, sum.Ignore); err != nil {
+		return nil, err
+	}
+	if info.IsDir() {
+		skip := map[string]bool{"config.json": true, index: true}
+		for _, f := range files {
+			skip[f] = true
+		}
+		entries, err := os.ReadDir(src)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range entries {
+			if skip[e.Name()] || !e.Type().IsRegular() {
+				continue
+			}
+			if err := copyFile(filepath.Join(src, e.Name()), filepath.Join(tmp, e.Name())); err != nil {
+				return nil, err
+			}
+			sum.Copied = append(sum.Copied, e.Name())
+		}
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		return nil, err
+	}
+	ok = true
+	return sum, nil
+}
+
+// modelFiles returns the safetensors files of the model directory dir and
+// the name of its index, if it is sharded.
+func modelFiles(dir string) (files []string, index string, err error) {
+	indexes, _ := filepath.Glob(filepath.Join(dir, "*"+safetensors.IndexSuffix))
+	if len(indexes) > 1 {
+		return nil, "", fmt.Errorf("quant: %s has %d indexes", dir, len(indexes))
+	}
+	if len(indexes) == 1 {
+		sh, err := safetensors.OpenIndex(indexes[0])
+		if err != nil {
+			return nil, "", err
+		}
+		files = sh.Shards()
+		sh.Close()
+		return files, filepath.Base(indexes[0]), nil
+	}
+	matches, _ := filepath.Glob(filepath.Join(dir, "*.safetensors"))
+	if len(matches) == 0 {
+		return nil, "", fmt.Errorf("quant: %s holds no safetensors file", dir)
+	}
+	for _, m := range matches {
+		files = append(files, filepath.Base(m))
+	}
+	return files, "", nil
+}
+
+// quantizeFile writes the file in at out with its Linear weights quantized,
+// records what it did in sum and the tensors' file in weightMap, and
+// returns the size of the tensors written.
+func quantizeFile(in, out string, s Strategy, sum *Summary, weightMap map[string]any, heads map[string]bool) (uint64, error) {
+	r, err := safetensors.Open(in)
+	if err != nil {
+		return 0, err
+	}
+	defer r.Close()
+	h := r.Header()
+	var specs []safetensors.TensorSpec
+	var total uint64
+	for _, t := range h.Tensors {
+		if module, ok := strings.CutSuffix(t.Name, ".weight"); ok && isHead(module) && len(t.Shape) == 2 {
+			heads[module] = true
+		}
+		if IsLinearWeight(t.Name, t.Shape) && isFloat(t.DType) {
+			specs = append(specs,
+				safetensors.TensorSpec{Name: t.Name, DType: safetensors.I8, Shape: t.Shape},
+				safetensors.TensorSpec{Name: ScaleName(t.Name), DType: t.DType, Shape: scaleShape(t.Shape, s)})
+			continue
+		}
+		specs = append(specs, safetensors.TensorSpec{Name: t.Name, DType: t.DType, Shape: t.Shape})
+	}
+	fw, err := safetensors.CreateFile(out, specs, h.Metadata)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", in, err)
+	}
+	defer fw.Abort() // after Close, it does nothing
+	for _, t := range fw.Header().Tensors {
+		total += t.DataOffsets[1] - t.DataOffsets[0]
+		weightMap[t.Name] = filepath.Base(out)
+	}
+	for _, info := range h.Tensors {
+		t, err := r.Tensor(info.Name)
+		if err != nil {
+			return 0, err
+		}
+		if !IsLinearWeight(t.Name, t.Shape) || !isFloat(t.DType) {
+			sum.Kept = append(sum.Kept, t.Name)
+			if err := fw.WriteTensorAt(t.Name, bytes.NewReader(t.Data)); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		q, scale, err := CompressWeight(t, s)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", in, err)
+		}
+		sum.Quantized = append(sum.Quantized, t.Name)
+		if err := fw.WriteTensorAt(q.Name, bytes.NewReader(q.Data)); err != nil {
+			return 0, err
+		}
+		if err := fw.WriteTensorAt(scale.Name, bytes.NewReader(scale.Data)); err != nil {
+			return 0, err
+		}
+	}
+	return total, fw.Close()
+}
+
+func scaleShape(shape []uint64, s Strategy) []uint64 {
+	if s == PerTensor {
+		return []uint64{1}
+	}
+	return []uint64{shape[0], 1}
+}
+
+// QuantizationConfig returns config.json's quantization_config for
+// strategy s and the ignore list, as compressed-tensors 0.20.0's
+// ModelCompressor.update_config writes it for a QuantizationConfig of one
+// group targeting Linear layers with the W8A8 scheme, in the int-quantized
+// format, compressed.
+func QuantizationConfig(s Strategy, ignore []string) map[string]any {
+	args := func(strategy string, dynamic bool) map[string]any {
+		return map[string]any{
+			"dynamic":    dynamic,
+			"group_size": nil,
+			"num_bits":   json.Number("8"),
+			"strategy":   strategy,
+			"symmetric":  true,
+			"type":       "int",
+		}
+	}
+	ig := make([]any, len(ignore))
+	for i, n := range ignore {
+		ig[i] = n
+	}
+	return map[string]any{
+		"config_groups": map[string]any{
+			"group_0": map[string]any{
+				"format":             nil,
+				"input_activations":  args("token", true),
+				"output_activations": nil,
+				"targets":            []any{"Linear"},
+				"weights":            args(s.String(), false),
+			},
+		},
+		"format":                   "int-quantized",
+		"global_compression_ratio": nil,
+		"ignore":                   ig,
+		"kv_cache_scheme":          nil,
+		"moe_sparsity_config":      nil,
+		"quant_method":             "compressed-tensors",
+		"quantization_status":      "compressed",
+		"sparsity_config":          map[string]any{},
+		"transform_config":         map[string]any{},
+		"version":                  Version,
+	}
+}
+
+// writeConfig writes the config.json at in, or an empty one if there is
+// none, with the quantization_config, as update_config does.
+func writeConfig(in, out string, s Strategy, ignore []string) error {
+	cfg := map[string]any{}
+	data, err := os.ReadFile(in)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return err
+	default:
+		if cfg, err = decodeObject(data); err != nil {
+			return fmt.Errorf("quant: %s: %w", in, err)
+		}
+	}
+	cfg["quantization_config"] = QuantizationConfig(s, ignore)
+	text, err := appendPythonJSON(nil, cfg, 0)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(out, text, 0o644)
+}
+
+func decodeObject(data []byte) (map[string]any, error) {
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.UseNumber()
+	var v map[string]any
+	if err := d.Decode(&v); err != nil {
+		return nil, err
+	}
+	if v == nil {
+		return nil, errors.New("not a JSON object")
+	}
+	return v, nil
+}
+
+// writeIndex writes the sharded checkpoint's index with the new weight map
+// and total size, as transformers writes one (sorted keys, two-space
+// indent, a final newline), keeping the other metadata.
+func writeIndex(in, out string, weightMap map[string]any, total uint64) error {
+	data, err := os.ReadFile(in)
+	if err != nil {
+		return err
+	}
+	idx, err := decodeObject(data)
+	if err != nil {
+		return fmt.Errorf("quant: %s: %w", in, err)
+	}
+	meta, _ := idx["metadata"].(map[string]any)
+	if meta == nil {
+		meta = map[string]any{}
+	}
+	meta["total_size"] = json.Number(fmt.Sprint(total))
+	idx["metadata"] = meta
+	idx["weight_map"] = weightMap
+	text, err := appendPythonJSON(nil, idx, 0)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(out, append(text, '\n'), 0o644)
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
