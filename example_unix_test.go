@@ -60,8 +60,17 @@ func ExampleErrFileChanged() {
 	fmt.Println(errors.Is(err, safetensors.ErrFileChanged))
 	_, err = sumBytes(t) // and so does sumBytes
 	fmt.Println(errors.Is(err, safetensors.ErrFileChanged))
+	err = safetensors.GuardFaults(func() error { // the same, in one call
+		var sum byte
+		for _, b := range t.Data {
+			sum += b
+		}
+		return nil
+	})
+	fmt.Println(errors.Is(err, safetensors.ErrFileChanged))
 	// Output:
 	// 65536 <nil>
+	// true
 	// true
 	// true
 }

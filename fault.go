@@ -114,9 +114,30 @@ func recoverFault(old faultGuard, r any, name string) error {
 	if re, ok := r.(runtime.Error); ok {
 		if a, ok := re.(interface{ Addr() uintptr }); ok {
 			if mf, ok := mappedAt(a.Addr()); ok {
+				if name == "" {
+					return errorf(ErrFileChanged, "%s: the bytes at file offset %d are gone", mf.path, a.Addr()-mf.start)
+				}
 				return tensorErrorf(name, ErrFileChanged, "%s: the bytes at file offset %d are gone", mf.path, a.Addr()-mf.start)
 			}
 		}
 	}
 	panic(r)
+}
+
+// GuardFaults calls fn and returns its error. If fn, on the calling
+// goroutine, touches memory of a file mapped by Open that is gone because
+// the file was truncated while mapped, GuardFaults returns an error wrapping
+// ErrFileChanged that names the file and the offset, where the program would
+// otherwise die of SIGBUS. Any other panic goes on. Goroutines that fn starts
+// are not guarded: each calls GuardFaults itself. While no file is mapped it
+// costs one atomic load. It is for code that reads a tensor's Data itself;
+// the package's own functions guard themselves.
+func GuardFaults(fn func() error) (err error) {
+	old := guardFaults()
+	defer func() {
+		if e := recoverFault(old, recover(), ""); e != nil {
+			err = e
+		}
+	}()
+	return fn()
 }

@@ -148,7 +148,8 @@ type Source interface {
 
 // Run checks the tensors of src and, with opts.Config, the configuration
 // against them. It returns an error only for a config.json that is not a
-// JSON object; tensors that cannot be read are findings.
+// JSON object, and for a file truncated while mapped (an error wrapping
+// safetensors.ErrFileChanged); tensors that cannot be read are findings.
 func Run(src Source, opts Options) (*Report, error) {
 	var cfg map[string]any
 	if opts.Config != nil {
@@ -172,7 +173,11 @@ func Run(src Source, opts Options) (*Report, error) {
 		infos = append(infos, info{Name: n, DType: t.DType, Shape: t.Shape})
 		r.Bytes += uint64(len(t.Data))
 	}
-	r.Findings = append(r.Findings, scanValues(tensors, opts)...)
+	values, err := scanValues(tensors, opts)
+	if err != nil {
+		return nil, err
+	}
+	r.Findings = append(r.Findings, values...)
 	r.Findings = append(r.Findings, dtypes(infos)...)
 	st := structure(infos)
 	r.Findings = append(r.Findings, st.findings...)
@@ -200,7 +205,7 @@ func Model(path string, opts Options) (*Report, error) {
 	}
 	defer src.Close()
 	if opts.Config == nil {
-		data, err := os.ReadFile(filepath.Join(dir, "config.json"))
+		data, err := readConfig(filepath.Join(dir, "config.json"))
 		switch {
 		case err == nil:
 			opts.Config = data
@@ -209,6 +214,19 @@ func Model(path string, opts Options) (*Report, error) {
 		}
 	}
 	return Run(src, opts)
+}
+
+// readConfig reads the config.json at path, refusing a file that is not a
+// regular file (a FIFO would block the read).
+func readConfig(path string) ([]byte, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: %s (mode %v)", safetensors.ErrNotRegular, path, info.Mode())
+	}
+	return os.ReadFile(path)
 }
 
 type closingSource interface {

@@ -275,7 +275,8 @@ func TestLargeTensorInParallel(t *testing.T) {
 			tn, err = safetensors.TensorFromFloat32s("x", d, []uint64{uint64(n)}, f32, safetensors.RoundNearestEven)
 			require.NoError(t, err)
 		}
-		fs := scanValues([]safetensors.Tensor{tn}, Options{Workers: 4})
+		fs, err := scanValues([]safetensors.Tensor{tn}, Options{Workers: 4})
+		require.NoError(t, err)
 		require.Len(t, fs, 3, "%v: %v", d, fs)
 		byKind := map[string]Finding{}
 		for _, f := range fs {
@@ -377,7 +378,8 @@ func TestValueLimits(t *testing.T) {
 						vals[pos] = v
 						tn, err := safetensors.TensorFromFloat32s("x", d, []uint64{uint64(n)}, vals, safetensors.RoundNearestEven)
 						require.NoError(t, err)
-						fs := scanValues([]safetensors.Tensor{tn}, Options{MaxAbs: maxAbs})
+						fs, err := scanValues([]safetensors.Tensor{tn}, Options{MaxAbs: maxAbs})
+						require.NoError(t, err)
 						back, _ := tn.Float32s()
 						x := float64(back[pos])
 						var want string

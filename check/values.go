@@ -2,6 +2,7 @@ package check
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"runtime"
@@ -72,8 +73,9 @@ type unit struct {
 }
 
 // scanValues checks the values of the float tensors, in parallel over
-// runs of chunkBytes.
-func scanValues(tensors []safetensors.Tensor, opts Options) []Finding {
+// runs of chunkBytes. Its error is that of a file truncated while mapped
+// (safetensors.ErrFileChanged).
+func scanValues(tensors []safetensors.Tensor, opts Options) ([]Finding, error) {
 	lim := newLimits(opts.MaxAbs)
 	var units []unit
 	for i, t := range tensors {
@@ -95,22 +97,33 @@ func scanValues(tensors []safetensors.Tensor, opts Options) []Finding {
 	workers = max(1, min(workers, len(units)))
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range workers {
+	errs := make([]error, workers)
+	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			var buf []float32
-			for {
-				k := int(next.Add(1) - 1)
-				if k >= len(units) {
-					return
+			var u unit
+			err := safetensors.GuardFaults(func() error {
+				for {
+					k := int(next.Add(1) - 1)
+					if k >= len(units) {
+						return nil
+					}
+					u = units[k]
+					results[k], buf = scan(tensors[u.t], u.lo, u.hi, lim, buf)
 				}
-				u := units[k]
-				results[k], buf = scan(tensors[u.t], u.lo, u.hi, lim, buf)
+			})
+			if err != nil {
+				errs[w] = fmt.Errorf("tensor %q: %w", tensors[u.t].Name, err)
+				next.Store(int64(len(units))) // the others stop too
 			}
 		}()
 	}
 	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
 	total := make(map[int]*counts)
 	var order []int
 	for k, u := range units {
@@ -141,7 +154,7 @@ func scanValues(tensors []safetensors.Tensor, opts Options) []Finding {
 			out = append(out, Finding{Severity: Warning, Kind: KindZero, Tensor: t.Name, Message: fmt.Sprintf("all %d values are zero", len(t.Data)/(t.DType.Bits()/8))})
 		}
 	}
-	return out
+	return out, nil
 }
 
 func valueFinding(s Severity, kind, name string, n, first uint64, format string) Finding {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/safetensors-go/safetensors/check"
@@ -35,7 +34,7 @@ warnings only.`+remoteHelp)
 	name := operands[0]
 	opts := check.Options{MaxAbs: *maxAbs}
 	if *configPath != "" {
-		data, err := os.ReadFile(*configPath)
+		data, err := readInput(*configPath)
 		if err != nil {
 			fmt.Fprintf(stderr, "safetensors check: %s\n", errorText(err))
 			return exitFail
@@ -91,4 +90,15 @@ func printReport(w io.Writer, name string, r *check.Report) error {
 		}
 	}
 	return nil
+}
+
+// readInput reads the named file, refusing anything but a regular file
+// without blocking (see openInput).
+func readInput(path string) ([]byte, error) {
+	f, err := openInput(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
 }
