@@ -60,10 +60,10 @@ func ExampleErrFileChanged() {
 	fmt.Println(errors.Is(err, safetensors.ErrFileChanged))
 	_, err = sumBytes(t) // and so does sumBytes
 	fmt.Println(errors.Is(err, safetensors.ErrFileChanged))
+	var total uint64
 	err = safetensors.GuardFaults(func() error { // the same, in one call
-		var sum byte
 		for _, b := range t.Data {
-			sum += b
+			total += uint64(b)
 		}
 		return nil
 	})
