@@ -90,8 +90,13 @@ func TestShardedAgainstFile(t *testing.T) {
 	for _, tn := range r.Tensors {
 		assert.True(t, tn.Identical, tn.Name)
 	}
-	// The index's metadata (total_size) against none.
-	require.Len(t, r.Metadata, 1)
-	assert.Equal(t, "total_size", r.Metadata[0].Key)
-	assert.Equal(t, "2400", *r.Metadata[0].A)
+	// The index's metadata (total_parameters and total_size, as
+	// transformers 5 writes them) against none.
+	require.Len(t, r.Metadata, 2)
+	assert.Equal(t, "total_parameters", r.Metadata[0].Key)
+	assert.Equal(t, "600", *r.Metadata[0].A)
+	assert.Nil(t, r.Metadata[0].B)
+	assert.Equal(t, "total_size", r.Metadata[1].Key)
+	assert.Equal(t, "2400", *r.Metadata[1].A)
+	assert.Nil(t, r.Metadata[1].B)
 }
