@@ -151,7 +151,10 @@ func (w *ShardedWriter) removeAll(files []string) {
 
 // oldShards returns the file names of the shards that the index at path
 // names, if it is one that can be read; files in subdirectories are left
-// out, which removing could lead out of the directory through a link.
+// out, which removing could lead out of the directory through a link, and
+// so are names that no shard has (a safetensors file, or a writer's
+// temporary file, which an index lists where hard links fail), so that an
+// index naming config.json does not make a save remove it.
 func oldShards(path string) []string {
 	f, err := openRegular(path)
 	if err != nil {
@@ -166,11 +169,18 @@ func oldShards(path string) []string {
 	}
 	var files []string
 	for _, v := range index.WeightMap {
-		if file, ok := v.(string); ok && file != "" && file != "." && file != ".." && !strings.ContainsAny(file, `/\`) {
+		if file, ok := v.(string); ok && file != "" && file != "." && file != ".." && !strings.ContainsAny(file, `/\`) && shardLike(file) {
 			files = append(files, file)
 		}
 	}
 	return files
+}
+
+// shardLike reports whether file may be a shard: a safetensors file, or a
+// writer's temporary file.
+func shardLike(file string) bool {
+	temp, _ := filepath.Match(TempPattern, file)
+	return strings.HasSuffix(file, ".safetensors") || temp
 }
 
 // removeOld removes the files of an earlier checkpoint that the new one,

@@ -458,3 +458,30 @@ func TestShardedNoHardLinks(t *testing.T) {
 	assert.True(t, old.equal(hf))
 	assert.Equal(t, overwrites[0].files, dirNames(t, dir))
 }
+
+// TestSaveOverIndexNamingOtherFiles: the files a saved-over index names are
+// removed only if they can be shards (safetensors files, or a writer's
+// temporary files): an index that names the model's config.json, by
+// mistake or malice, does not make a save delete it.
+func TestSaveOverIndexNamingOtherFiles(t *testing.T) {
+	dir := t.TempDir()
+	ts := []Tensor{
+		{Name: "a", DType: U8, Shape: []uint64{4}, Data: []byte{1, 2, 3, 4}},
+		{Name: "b", DType: U8, Shape: []uint64{4}, Data: []byte{5, 6, 7, 8}},
+	}
+	require.NoError(t, WriteSharded(dir, "model", ts, 4, nil))
+	config := filepath.Join(dir, "config.json")
+	require.NoError(t, os.WriteFile(config, []byte("{}"), 0o644))
+	stray := filepath.Join(dir, "other.safetensors")
+	require.NoError(t, os.WriteFile(stray, nil, 0o644))
+	editIndex(t, dir, func(index map[string]any) {
+		index["weight_map"].(map[string]any)["x"] = "config.json"
+		index["weight_map"].(map[string]any)["y"] = "other.safetensors"
+	})
+	require.NoError(t, WriteSharded(dir, "model", ts, 4, nil))
+	assert.FileExists(t, config)
+	assert.NoFileExists(t, stray, "a shard the old index named")
+	ckpt, err := OpenIndex(dir)
+	require.NoError(t, err)
+	require.NoError(t, ckpt.Close())
+}

@@ -11,11 +11,7 @@ func openRegular(path string) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := isRegular(f, path); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return f, nil
+	return checkRegular(f, path)
 }
 
 // openRegularIn is openRegular of a file inside root.
@@ -24,7 +20,13 @@ func openRegularIn(root *os.Root, name string) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := isRegular(f, name); err != nil {
+	return checkRegular(f, name)
+}
+
+// checkRegular returns f if it is a regular file; else it closes it and
+// returns an error naming path.
+func checkRegular(f *os.File, path string) (*os.File, error) {
+	if err := isRegular(f, path); err != nil {
 		f.Close()
 		return nil, err
 	}

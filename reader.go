@@ -45,7 +45,8 @@ type Reader struct {
 // ReadAll returns an option that makes Open read the file into memory rather
 // than map it: for network file systems, where mapped reads can be many
 // times slower, or when tensors must stay valid after Close or if the file
-// is truncated. Open reads only the data section, once, with ReadAt.
+// is truncated. Open reads only the data section, once, in reads of 16 MiB
+// from several goroutines (one a processor, and at least four).
 func ReadAll() ReadOption {
 	return func(c *readConfig) error {
 		c.readAll = true

@@ -229,36 +229,38 @@ func readConfig(path string) ([]byte, error) {
 	return os.ReadFile(path)
 }
 
+// closingSource is a Source to close after the check.
 type closingSource interface {
 	Source
 	Close() error
 }
 
-func open(path string) (src closingSource, dir string, err error) {
+// open opens the model at path, and returns the directory where its
+// config.json would be. A directory or an index goes through
+// safetensors.OpenIndex, which takes a directory's model.safetensors
+// before its index, as transformers does; tensors the index does not list
+// are checked too.
+func open(path string) (closingSource, string, error) {
 	info, err := os.Stat(path)
 	if err != nil {
 		return nil, "", err
 	}
+	dir := filepath.Dir(path)
 	if info.IsDir() {
-		if _, err := os.Stat(filepath.Join(path, "model.safetensors")); err == nil {
-			r, err := safetensors.Open(filepath.Join(path, "model.safetensors"))
-			return r, path, err
-		}
-		sh, err := safetensors.OpenIndex(path)
-		if errors.Is(err, safetensors.ErrUnlistedTensor) {
-			err = nil
-		}
-		return sh, path, err
+		dir = path
 	}
-	if strings.HasSuffix(path, safetensors.IndexSuffix) {
+	if info.IsDir() || strings.HasSuffix(path, safetensors.IndexSuffix) {
 		sh, err := safetensors.OpenIndex(path)
-		if errors.Is(err, safetensors.ErrUnlistedTensor) {
-			err = nil
+		if err != nil && !errors.Is(err, safetensors.ErrUnlistedTensor) {
+			return nil, "", err
 		}
-		return sh, filepath.Dir(path), err
+		return sh, dir, nil
 	}
 	r, err := safetensors.Open(path)
-	return r, filepath.Dir(path), err
+	if err != nil {
+		return nil, "", err
+	}
+	return r, dir, nil
 }
 
 // info is a tensor's name, dtype and shape.

@@ -404,3 +404,26 @@ func TestValueLimits(t *testing.T) {
 		}
 	}
 }
+
+func TestHeadsNotDividing(t *testing.T) {
+	// A head count that does not divide the hidden size is an error of
+	// the configuration, naming both keys, in every family that derives
+	// the head size from them.
+	for name, k := range map[string]string{
+		"llama": "num_attention_heads", "qwen2": "num_attention_heads", "phi3": "num_attention_heads",
+		"gpt2": "n_head", "gpt_neox": "num_attention_heads", "falcon": "num_attention_heads",
+		"falcon-new": "num_attention_heads", "bert": "num_attention_heads",
+	} {
+		ts, cfg := load(t, name)
+		delete(cfg, "head_dim")
+		cfg[k] = 3.0 // the hidden size is 16
+		r := checkModel(t, ts, cfg)
+		var found bool
+		for _, f := range find(r, KindConfig, k) {
+			if f.Severity == Error && strings.Contains(f.Message, k+" = 3 does not divide") {
+				found = true
+			}
+		}
+		assert.True(t, found, "%s: %v", name, r.Findings)
+	}
+}

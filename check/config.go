@@ -99,6 +99,12 @@ func (c *config) headDim(h, heads dim) (dim, []Finding) {
 	if d, ok := c.opt("head_dim"); ok {
 		return d, nil
 	}
+	return headSize(h, heads)
+}
+
+// headSize returns h / heads, or an error finding if heads does not
+// divide h.
+func headSize(h, heads dim) (dim, []Finding) {
 	d, ok := div(h, heads)
 	if !ok {
 		return dim{}, []Finding{{Severity: Error, Kind: KindConfig, Key: heads.expr,
@@ -311,9 +317,8 @@ func familyRules(mt string, c *config) (rules, head []rule, layers dim, fs []Fin
 		if len(c.missing) > 0 {
 			return nil, nil, layers, nil
 		}
-		if _, ok := div(h, heads); !ok {
-			return nil, nil, layers, []Finding{{Severity: Error, Kind: KindConfig, Key: heads.expr,
-				Message: fmt.Sprintf("%s = %d does not divide %s = %d", heads.expr, heads.v, h.expr, h.v)}}
+		if _, fs := headSize(h, heads); fs != nil {
+			return nil, nil, layers, fs
 		}
 		inner, ok := c.opt("n_inner")
 		if !ok {
@@ -339,9 +344,8 @@ func familyRules(mt string, c *config) (rules, head []rule, layers dim, fs []Fin
 		if len(c.missing) > 0 {
 			return nil, nil, layers, nil
 		}
-		if _, ok := div(h, heads); !ok {
-			return nil, nil, layers, []Finding{{Severity: Error, Kind: KindConfig, Key: heads.expr,
-				Message: fmt.Sprintf("%s = %d does not divide %s = %d", heads.expr, heads.v, h.expr, h.v)}}
+		if _, fs := headSize(h, heads); fs != nil {
+			return nil, nil, layers, fs
 		}
 		rules = []rule{
 			req("embed_in.weight", v, h), req("final_layer_norm.weight", h),
@@ -360,10 +364,9 @@ func familyRules(mt string, c *config) (rules, head []rule, layers dim, fs []Fin
 		if len(c.missing) > 0 {
 			return nil, nil, layers, nil
 		}
-		hd, ok := div(h, heads)
-		if !ok {
-			return nil, nil, layers, []Finding{{Severity: Error, Kind: KindConfig, Key: heads.expr,
-				Message: fmt.Sprintf("%s = %d does not divide %s = %d", heads.expr, heads.v, h.expr, h.v)}}
+		hd, fs := headSize(h, heads)
+		if fs != nil {
+			return nil, nil, layers, fs
 		}
 		ffn, ok := c.opt("ffn_hidden_size")
 		if !ok {
@@ -409,9 +412,8 @@ func familyRules(mt string, c *config) (rules, head []rule, layers dim, fs []Fin
 		if len(c.missing) > 0 {
 			return nil, nil, layers, nil
 		}
-		if _, ok := div(h, heads); !ok {
-			return nil, nil, layers, []Finding{{Severity: Error, Kind: KindConfig, Key: heads.expr,
-				Message: fmt.Sprintf("%s = %d does not divide %s = %d", heads.expr, heads.v, h.expr, h.v)}}
+		if _, fs := headSize(h, heads); fs != nil {
+			return nil, nil, layers, fs
 		}
 		rules = []rule{
 			req("embeddings.word_embeddings.weight", v, h),

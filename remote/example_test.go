@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/safetensors-go/safetensors"
@@ -149,4 +150,42 @@ func ExampleOpenIndex() {
 	// Output:
 	// [model-00001-of-00002.safetensors model-00002-of-00002.safetensors]
 	// 4000 bytes
+}
+
+// Options tune the reads: how many times a failed request is retried, how
+// long a request may stall, and the options of safetensors.NewReaderAt.
+// Here the server fails the first request with 503 Service Unavailable,
+// and the retry succeeds.
+func ExampleRetries() {
+	var file bytes.Buffer
+	if err := safetensors.Write(&file, []safetensors.Tensor{{Name: "x", DType: safetensors.U8, Shape: []uint64{1}, Data: []byte{7}}}, nil); err != nil {
+		log.Fatal(err)
+	}
+	var failed atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !failed.Swap(true) {
+			http.Error(w, "try again", http.StatusServiceUnavailable)
+			return
+		}
+		http.ServeContent(w, r, "model.safetensors", time.Time{}, bytes.NewReader(file.Bytes()))
+	}))
+	defer srv.Close()
+
+	ctx := context.Background()
+	opts := []remote.Option{remote.Retries(2), remote.StallTimeout(10 * time.Second)}
+	f, err := remote.StatContext(ctx, srv.Client(), srv.URL, opts...)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%d bytes after %d requests\n", f.Size(), f.Requests())
+
+	r, err := remote.OpenContext(ctx, srv.Client(), srv.URL, append(opts, remote.ReadOptions(safetensors.Strict()))...)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer r.Close()
+	fmt.Println(r.Names())
+	// Output:
+	// 65 bytes after 2 requests
+	// [x]
 }

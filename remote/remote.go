@@ -58,7 +58,7 @@
 // read the same bytes tomorrow). The Hub redirects to a content delivery
 // network; the client follows. [OpenIndex] of
 // https://huggingface.co/{repo}/resolve/{revision} opens the model as
-// transformers does: model.safetensors.index.json, else model.safetensors.
+// transformers does: model.safetensors, else model.safetensors.index.json.
 // Gated and private repositories want a token (HF_TOKEN in the Hugging Face
 // tools), sent with [Header]:
 //

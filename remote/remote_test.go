@@ -503,7 +503,7 @@ func TestRetries(t *testing.T) {
 	err = s.open()
 	assert.ErrorContains(t, err, "429")
 	assert.ErrorContains(t, err, "retry after 1h0m0s")
-	assert.Less(t, time.Since(start), 5*time.Second)
+	assert.Less(t, time.Since(start), time.Minute, "far less than the hour asked for")
 
 	// Not-retryable statuses are not retried.
 	s = newRangeServer(t, data, fail(10, func(w http.ResponseWriter) { w.WriteHeader(http.StatusForbidden) }))
@@ -570,7 +570,7 @@ func TestStalls(t *testing.T) {
 			err := s.open(StallTimeout(100*time.Millisecond), Retries(1))
 			assert.ErrorIs(t, err, ErrStalled)
 			assert.Contains(t, err.Error(), s.URL)
-			assert.Less(t, time.Since(start), 2*time.Second)
+			assert.Less(t, time.Since(start), 20*time.Second, "no hang: the stall timeout ended it")
 			assert.Equal(t, int64(3), s.count.Load(), "the probe, and the stalled read twice")
 		})
 	}

@@ -44,10 +44,10 @@ var commands []command
 
 func init() {
 	commands = []command{
-		{"inspect", "[--json] FILE|URL|DIR", "list the tensors, metadata and totals of a file, URL, sharded checkpoint or dataset", runInspect},
-		{"validate", "[--values] FILE|DIR|URL...", "check files as the reference implementation does", runValidate},
+		{"inspect", "[--json] [--separator SEP] FILE|URL|DIR", "list the tensors, metadata and totals of a file, URL, sharded checkpoint or dataset", runInspect},
+		{"validate", "[--values] [--separator SEP] FILE|DIR|URL...", "check files as the reference implementation does", runValidate},
 		{"stats", "FILE|DIR|URL [NAME...]", "min, max, mean, standard deviation, NaNs and Infs of tensors", runStats},
-		{"check", "[--json] [--config FILE] FILE|DIR|URL", "check weights: NaN/Inf, zeros, layer structure, config.json against shapes", runCheck},
+		{"check", "[--json] [--config FILE] [--max-abs X] FILE|DIR|URL", "check weights: NaN/Inf, zeros, layer structure, config.json against shapes", runCheck},
 		{"quantize", "[--per channel|tensor] SRC DST", "quantize a model's Linear weights to int8 for vLLM (compressed-tensors)", runQuantize},
 		{"diff", "[--json] A B", "compare the tensors and metadata of two files, checkpoints or directories", runDiff},
 		{"version", "", "print the command's module version and Go version", runVersion},

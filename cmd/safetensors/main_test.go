@@ -561,3 +561,11 @@ func TestModelDirectory(t *testing.T) {
 	assert.Equal(t, exitFail, status)
 	assert.Contains(t, stderr, "no model.safetensors")
 }
+
+// TestOpenInputNotRegular: an input that is not a regular file is refused
+// with the library's sentinel.
+func TestOpenInputNotRegular(t *testing.T) {
+	f, err := openInput(t.TempDir())
+	assert.Nil(t, f)
+	assert.ErrorIs(t, err, safetensors.ErrNotRegular)
+}

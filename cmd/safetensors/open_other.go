@@ -5,10 +5,12 @@ package main
 import (
 	"fmt"
 	"os"
+
+	"github.com/safetensors-go/safetensors"
 )
 
 // openInput opens the named input file, refusing anything but a regular
-// file.
+// file (an error wrapping safetensors.ErrNotRegular).
 func openInput(path string) (*os.File, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -16,7 +18,7 @@ func openInput(path string) (*os.File, error) {
 	}
 	info, err := f.Stat()
 	if err == nil && !info.Mode().IsRegular() {
-		err = &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("not a regular file (mode %v)", info.Mode())}
+		err = &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w (mode %v)", safetensors.ErrNotRegular, info.Mode())}
 	}
 	if err != nil {
 		f.Close()

@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"os"
 	"syscall"
+
+	"github.com/safetensors-go/safetensors"
 )
 
 // openInput opens the named input file, refusing anything but a regular
-// file without blocking on a FIFO, which would wait for a writer.
+// file (an error wrapping safetensors.ErrNotRegular) without blocking on
+// a FIFO, which would wait for a writer.
 func openInput(path string) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
@@ -17,7 +20,7 @@ func openInput(path string) (*os.File, error) {
 	}
 	info, err := f.Stat()
 	if err == nil && !info.Mode().IsRegular() {
-		err = &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("not a regular file (mode %v)", info.Mode())}
+		err = &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w (mode %v)", safetensors.ErrNotRegular, info.Mode())}
 	}
 	if err == nil {
 		var rc syscall.RawConn
