@@ -179,48 +179,70 @@ func compareTensor(a, b Source, name string) Tensor {
 	if !sameShape {
 		return out
 	}
-	va, err := decode(ta)
-	if err != nil {
-		out.Err = err.Error()
-		return out
+	// Compare in chunks, so that memory stays flat however large the
+	// tensors.
+	n := uint64(1)
+	for _, d := range ta.Shape {
+		n *= d // the tensors hold these elements, so this cannot overflow
 	}
-	vb, err := decode(tb)
-	if err != nil {
-		out.Err = err.Error()
-		return out
+	var va, vb []float64
+	var tmp []float32
+	for lo := uint64(0); lo < n; lo += diffChunk {
+		hi := min(lo+diffChunk, n)
+		ca, err := ta.Elements(lo, hi)
+		if err == nil {
+			va, tmp, err = decode(ca, va[:0], tmp)
+		}
+		if err != nil {
+			out.Err = err.Error()
+			return out
+		}
+		cb, err := tb.Elements(lo, hi)
+		if err == nil {
+			vb, tmp, err = decode(cb, vb[:0], tmp)
+		}
+		if err != nil {
+			out.Err = err.Error()
+			return out
+		}
+		for i := range va {
+			x, y := va[i], vb[i]
+			if x == y || math.IsNaN(x) && math.IsNaN(y) {
+				continue
+			}
+			out.Differing++
+			d := math.Abs(x - y)
+			if math.IsNaN(d) {
+				d = math.Inf(1)
+			}
+			out.MaxAbs = max(out.MaxAbs, d)
+			out.MaxRel = max(out.MaxRel, d/max(math.Abs(x), math.Abs(y)))
+		}
 	}
 	out.Compared = true
-	for i := range va {
-		x, y := va[i], vb[i]
-		if x == y || math.IsNaN(x) && math.IsNaN(y) {
-			continue
-		}
-		out.Differing++
-		d := math.Abs(x - y)
-		if math.IsNaN(d) {
-			d = math.Inf(1)
-		}
-		out.MaxAbs = max(out.MaxAbs, d)
-		out.MaxRel = max(out.MaxRel, d/max(math.Abs(x), math.Abs(y)))
-	}
 	return out
 }
 
-// decode returns a tensor's values as float64: F64 exactly, the others as
-// Tensor.Float32s decodes them.
-func decode(t safetensors.Tensor) ([]float64, error) {
+// diffChunk is how many elements of each tensor are decoded at a time: a
+// multiple of 4, so that chunks of the packed dtypes fall on whole bytes.
+const diffChunk = 1 << 16
+
+// decode appends a tensor's values to dst as float64: F64 exactly, the
+// others as Tensor.AppendFloat32s decodes them, through tmp, which it
+// returns for reuse.
+func decode(t safetensors.Tensor, dst []float64, tmp []float32) ([]float64, []float32, error) {
 	if t.DType == safetensors.F64 {
-		return safetensors.Values[float64](t, nil)
+		v, err := safetensors.Values[float64](t, dst)
+		return v, tmp, err
 	}
-	f, err := t.Float32s()
+	tmp, err := t.AppendFloat32s(tmp[:0])
 	if err != nil {
-		return nil, err
+		return dst, tmp, err
 	}
-	out := make([]float64, len(f))
-	for i, v := range f {
-		out[i] = float64(v)
+	for _, v := range tmp {
+		dst = append(dst, float64(v))
 	}
-	return out, nil
+	return dst, tmp, nil
 }
 
 // Paths compares the tensors at paths a and b: safetensors files, sharded

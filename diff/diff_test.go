@@ -98,3 +98,23 @@ func TestShardedAgainstFile(t *testing.T) {
 	assert.Equal(t, "2400", *r.Metadata[1].A)
 	assert.Nil(t, r.Metadata[1].B)
 }
+
+// TestChunks compares tensors larger than a chunk: differences in every
+// chunk, the last one partial, are all counted.
+func TestChunks(t *testing.T) {
+	n := 3*diffChunk + 5
+	a, b := make([]float32, n), make([]float32, n)
+	for i := range a {
+		a[i], b[i] = float32(i%7), float32(i%7)
+	}
+	b[10], b[diffChunk+1], b[n-1] = 100, -3, 2.5
+	ta := f32(t, "w", []uint64{uint64(n)}, a...)
+	tb := f32(t, "w", []uint64{uint64(n)}, b...)
+	r, err := Paths(write(t, []safetensors.Tensor{ta}, nil), write(t, []safetensors.Tensor{tb}, nil))
+	require.NoError(t, err)
+	require.Len(t, r.Tensors, 1)
+	got := r.Tensors[0]
+	assert.True(t, got.Compared)
+	assert.Equal(t, uint64(3), got.Differing)
+	assert.Equal(t, float64(100-10%7), got.MaxAbs)
+}

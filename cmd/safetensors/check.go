@@ -2,10 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 
+	"github.com/safetensors-go/safetensors"
 	"github.com/safetensors-go/safetensors/check"
 )
 
@@ -45,7 +47,7 @@ warnings only.`+remoteHelp)
 	var err error
 	if isURL(name) {
 		r, rerr := openIndex(name)
-		if rerr != nil {
+		if rerr != nil && !errors.Is(rerr, safetensors.ErrUnlistedTensor) { // as check.Model does
 			fmt.Fprintf(stderr, "safetensors check: %s\n", errorText(rerr))
 			return exitFail
 		}
