@@ -11,7 +11,7 @@ func newKVShard(size int) kvShard {
 // tensors, in two arenas of bytes, and a table that finds a sample by key.
 // Nothing in it holds a pointer but the slices themselves, so that the
 // garbage collector does not walk a shard of a million samples; a sample
-// costs its key, its tensors and 8 bytes, and the table 4 to 8 bytes.
+// costs its key, its tensors and 8 bytes, and 5 to 11 bytes of the table.
 type kvShard struct {
 	keys  []byte // the samples' keys, one after the other
 	ends  []int  // sample i's key is keys[ends[i-1]:ends[i]]
