@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -531,4 +532,43 @@ func TestCorruptIndex(t *testing.T) {
 	shard, err := d.Shard("image")
 	require.NoError(t, err)
 	assert.Equal(t, d.Manifest().Shards[2].Path, shard, "the last shard that holds it")
+}
+
+// TestDuplicatesMany replaces samples again and again, in a shard that
+// grows its key table past replaced samples and in the shards after a
+// roll over, and checks each key's last value against a map.
+func TestDuplicatesMany(t *testing.T) {
+	dir := t.TempDir()
+	cols := []Column{{Name: "v", DType: safetensors.U32, Shape: []uint64{1 << 10}}}
+	w, err := Create(dir, Options{Mode: KeyValue, Columns: cols, Duplicates: DuplicatesLastWins, TargetShardSizeMB: 50})
+	require.NoError(t, err)
+	want := make(map[string]uint32)
+	rng := rand.New(rand.NewPCG(1, 2))
+	value := make([]byte, 4<<10)
+	const rows = 20_000 // 4 KiB and 200 bytes a row: a shard each 12,500 or so
+	for i := range rows {
+		key := fmt.Sprint("k", rng.IntN(3000))
+		binary.LittleEndian.PutUint32(value[4:], uint32(i))
+		require.NoError(t, w.WriteKV(key, value))
+		want[key] = uint32(i)
+	}
+	require.NoError(t, w.Close())
+	m := readManifest(t, dir)
+	require.Len(t, m.Shards, 2)
+	assert.Equal(t, int64(rows), m.TotalSamples)
+	assert.Len(t, m.Schema, len(want), "a name in two shards is in the schema once")
+	d, err := Open(dir)
+	require.NoError(t, err)
+	defer d.Close()
+	inShard := make(map[string]int)
+	for smp, err := range d.Samples() {
+		require.NoError(t, err)
+		inShard[smp.Shard]++
+	}
+	assert.Equal(t, len(inShard), 2)
+	for key, v := range want {
+		got, err := d.Tensor(key + "__v")
+		require.NoError(t, err)
+		assert.Equal(t, v, binary.LittleEndian.Uint32(got.Data[4:]), "key %s", key)
+	}
 }

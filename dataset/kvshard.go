@@ -2,19 +2,26 @@ package dataset
 
 import "hash/maphash"
 
-// newKVShard returns an empty shard.
-func newKVShard() kvShard { return kvShard{table: keyTable{seed: maphash.MakeSeed()}} }
+// newKVShard returns an empty shard of samples of size bytes.
+func newKVShard(size int) kvShard {
+	return kvShard{size: size, table: keyTable{seed: maphash.MakeSeed()}}
+}
 
 // kvShard is the current shard of KeyValue mode: each sample's key and
 // tensors, in two arenas of bytes, and a table that finds a sample by key.
-// Nothing in it holds a pointer but the arenas themselves, so that the
-// garbage collector does not walk a shard of a million samples.
+// Nothing in it holds a pointer but the slices themselves, so that the
+// garbage collector does not walk a shard of a million samples; a sample
+// costs its key, its tensors and 8 bytes, and 5 to 11 bytes of the table.
 type kvShard struct {
-	keys    []byte // the samples' keys, one after the other
-	arena   []byte // the samples' tensors: each sample's columns in order
-	samples []kvSample
-	table   keyTable
-	hdrEst  int // an estimate of the header's size
+	keys  []byte // the samples' keys, one after the other
+	ends  []int  // sample i's key is keys[ends[i-1]:ends[i]]
+	arena []byte // sample i's tensors, each column in order, at arena[i*size:]
+	size  int    // a sample's bytes: every sample has the same columns
+	// dead[i] is whether sample i was replaced by a later one with the
+	// same key; nil until a sample is.
+	dead   []bool
+	table  keyTable
+	hdrEst int // an estimate of the header's size
 
 	// rows counts the samples given to the shard, replaced ones included;
 	// estimate is their size as the connector estimates it.
@@ -23,37 +30,55 @@ type kvShard struct {
 	removed  int // samples replaced by a later one with the same key
 }
 
-type kvSample struct {
-	keyEnd int  // the key is keys[previous sample's keyEnd:keyEnd]
-	off    int  // of its first column's bytes in the arena
-	dead   bool // replaced by a later sample with the same key
-}
+// len returns the number of samples in the shard, replaced ones included.
+func (s *kvShard) len() int { return len(s.ends) }
+
+// off returns the offset in the arena of sample i's first column.
+func (s *kvShard) off(i int) int { return i * s.size }
 
 // key returns the key of sample i, in the shard's memory.
 func (s *kvShard) key(i int) []byte {
 	start := 0
 	if i > 0 {
-		start = s.samples[i-1].keyEnd
+		start = s.ends[i-1]
 	}
-	return s.keys[start:s.samples[i].keyEnd]
+	return s.keys[start:s.ends[i]]
 }
+
+// isDead reports whether sample i was replaced.
+func (s *kvShard) isDead(i int) bool { return s.dead != nil && s.dead[i] }
 
 // remove marks sample i as replaced: a sample with its key follows, and
 // the table then finds that one.
 func (s *kvShard) remove(i int) {
-	s.samples[i].dead = true // its slot stays, and find skips it
+	if s.dead == nil {
+		s.dead = make([]bool, len(s.ends), cap(s.ends))
+	}
+	s.dead[i] = true // its slot stays, and find skips it
 	s.removed++
 }
 
-// live returns the indices of the samples not replaced, in order.
+// live returns the indices of the samples not replaced, in order, or nil
+// when none was: then sample i is the i-th live one (see liveSample).
 func (s *kvShard) live() []int {
-	out := make([]int, 0, len(s.samples)-s.removed)
-	for i, smp := range s.samples {
-		if !smp.dead {
+	if s.removed == 0 {
+		return nil
+	}
+	out := make([]int, 0, len(s.ends)-s.removed)
+	for i, dead := range s.dead {
+		if !dead {
 			out = append(out, i)
 		}
 	}
 	return out
+}
+
+// liveSample returns the i-th live sample given live from kvShard.live.
+func liveSample(live []int, i int) int {
+	if live == nil {
+		return i
+	}
+	return live[i]
 }
 
 // find returns the index of the live sample with the given key, or -1,
@@ -64,37 +89,51 @@ func (s *kvShard) find(key string) (int, uint64) {
 }
 
 // add adds a sample, whose key, of hash h, has no live sample in the
-// shard, and its tensors' values.
+// shard, and its tensors' values, of s.size bytes in all.
 func (s *kvShard) add(key string, h uint64, values [][]byte) {
 	s.keys = append(s.keys, key...)
-	s.samples = append(s.samples, kvSample{keyEnd: len(s.keys), off: len(s.arena)})
+	s.ends = append(s.ends, len(s.keys))
+	if s.dead != nil {
+		s.dead = append(s.dead, false)
+	}
 	for _, v := range values {
 		s.arena = append(s.arena, v...)
 	}
-	s.table.insert(s, h, len(s.samples)-1)
+	s.table.insert(s, h, len(s.ends)-1)
 }
 
 func (s *kvShard) reset() {
-	s.keys, s.arena, s.samples, s.hdrEst = s.keys[:0], s.arena[:0], s.samples[:0], 0
+	s.keys, s.arena, s.ends, s.dead, s.hdrEst = s.keys[:0], s.arena[:0], s.ends[:0], nil, 0
 	s.rows, s.estimate, s.removed = 0, 0, 0
 	clear(s.table.slots)
 	s.table.used = 0
 }
 
+// A table's slot holds index+1 of a sample in its low slotIndexBits bits,
+// 0 for an empty slot, and the high bits of the key's hash above, so that
+// a probe compares keys only when those match. A shard holds fewer
+// samples than fit: each counts at least 200 bytes toward the target
+// size, at most 1000 MiB.
+const (
+	slotIndexBits = 24
+	slotIndexMask = 1<<slotIndexBits - 1
+	_             = uint(slotIndexMask - (1000<<20)/200 - 1) // the bound above fits
+)
+
 // keyTable is an open-addressing hash table of sample indices, at most
 // three quarters full, seeded at random so that crafted keys cannot make
 // the probes long.
 type keyTable struct {
-	// Each slot holds index+1 of a sample in its low 32 bits, 0 for an
-	// empty slot, and the high 32 bits of the key's hash in its high bits,
-	// so that a probe compares keys only when those match.
-	slots []uint64
+	slots []uint32
 	used  int
 	seed  maphash.Seed
 }
 
 // hash returns the hash of key, once the table has a seed.
 func (t *keyTable) hash(key string) uint64 { return maphash.String(t.seed, key) }
+
+// tag returns the bits of a slot that hold the hash h.
+func tag(h uint64) uint32 { return uint32(h>>(64-(32-slotIndexBits))) << slotIndexBits }
 
 // find returns the index of the live sample with the key, whose hash is h,
 // or -1.
@@ -103,17 +142,17 @@ func (t *keyTable) find(s *kvShard, key string, h uint64) int {
 		return -1
 	}
 	mask := uint64(len(t.slots) - 1)
-	tag := h &^ 0xffffffff
+	tg := tag(h)
 	for k := h & mask; ; k = (k + 1) & mask {
 		slot := t.slots[k]
 		if slot == 0 {
 			return -1
 		}
-		if slot&^0xffffffff != tag {
+		if slot&^slotIndexMask != tg {
 			continue
 		}
-		j := int(slot&0xffffffff) - 1
-		if !s.samples[j].dead && string(s.key(j)) == key {
+		j := int(slot&slotIndexMask) - 1
+		if !s.isDead(j) && string(s.key(j)) == key {
 			return j
 		}
 	}
@@ -135,14 +174,14 @@ func (t *keyTable) put(h uint64, i int) {
 	for t.slots[k] != 0 {
 		k = (k + 1) & mask
 	}
-	t.slots[k] = h&^0xffffffff | uint64(i+1)
+	t.slots[k] = tag(h) | uint32(i+1)
 }
 
 // grow doubles the table, and puts the shard's live samples in it again.
 func (t *keyTable) grow(s *kvShard) {
-	t.slots = make([]uint64, max(1024, 2*len(t.slots)))
+	t.slots = make([]uint32, max(1024, 2*len(t.slots)))
 	for i := range t.used {
-		if !s.samples[i].dead {
+		if !s.isDead(i) {
 			t.put(maphash.Bytes(t.seed, s.key(i)), i)
 		}
 	}

@@ -187,7 +187,7 @@ type Writer struct {
 	shards       []Shard
 	totalSamples int64
 	totalBytes   int64
-	first        *safetensors.Header // the first shard's, for a Batch schema
+	first        *safetensors.Header // a Batch dataset's first shard's, for its schema
 
 	// Batch mode: the shard being written.
 	batch batchShard
@@ -246,7 +246,6 @@ func Create(dir string, opts Options) (*Writer, error) {
 		cols:    slices.SortedFunc(slices.Values(opts.Columns), func(a, b Column) int { return strings.Compare(a.Name, b.Name) }),
 		uuid:    uuid4(),
 		keySeed: maphash.MakeSeed(),
-		kv:      newKVShard(),
 	}
 	switch opts.Mode {
 	case Batch:
@@ -269,6 +268,7 @@ func Create(dir string, opts Options) (*Writer, error) {
 			off += int(c.sampleBytes())
 			w.sepInColumn = w.sepInColumn || opts.Separator == "" || strings.Contains(c.Name, opts.Separator)
 		}
+		w.kv = newKVShard(off)
 	}
 	w.perm = make([]int, len(opts.Columns))
 	for i, c := range opts.Columns {
@@ -417,7 +417,7 @@ func (w *Writer) WriteKV(key string, values ...[]byte) error {
 		size += len(v)
 		hdr += tensorHeaderSize(key, w.opts.Separator, w.cols[i])
 	}
-	if len(w.kv.samples) > 0 && w.kv.hdrEst+hdr > maxShardHeader {
+	if w.kv.len() > 0 && w.kv.hdrEst+hdr > maxShardHeader {
 		if err := w.flushKV(); err != nil {
 			return err
 		}
@@ -467,12 +467,12 @@ func (w *Writer) peekShardName() string {
 // flushKV writes the current key-value shard.
 func (w *Writer) flushKV() error {
 	ncol := len(w.cols)
-	live := w.kv.live()
-	specs := make([]safetensors.TensorSpec, 0, len(live)*ncol)
+	live, nlive := w.kv.live(), w.kv.len()-w.kv.removed
+	specs := make([]safetensors.TensorSpec, 0, nlive*ncol)
 	// The names, as substrings of one string rather than a string each.
 	var sb strings.Builder
-	for _, i := range live {
-		key := w.kv.key(i)
+	for l := range nlive {
+		key := w.kv.key(liveSample(live, l))
 		for _, c := range w.cols {
 			sb.Write(key)
 			sb.WriteString(w.opts.Separator)
@@ -486,8 +486,8 @@ func (w *Writer) flushKV() error {
 		seen = make(map[string]bool, cap(specs))
 	}
 	all, pos := sb.String(), 0
-	for _, i := range live {
-		keyLen := len(w.kv.key(i))
+	for l := range nlive {
+		keyLen := len(w.kv.key(liveSample(live, l)))
 		for _, c := range w.cols {
 			name := all[pos : pos+keyLen+len(w.opts.Separator)+len(c.Name)]
 			pos += len(name)
@@ -512,7 +512,7 @@ func (w *Writer) flushKV() error {
 	const chunk = 1 << 20
 	stage := make([]byte, 0, chunk)
 	for k, j := range fw.SpecOrder() {
-		off := w.kv.samples[live[j/ncol]].off + w.colOffsets[j%ncol]
+		off := w.kv.off(liveSample(live, j/ncol)) + w.colOffsets[j%ncol]
 		t := fw.Header().Tensors[k]
 		b := w.kv.arena[off : off+int(t.DataOffsets[1]-t.DataOffsets[0])]
 		if len(stage)+len(b) > chunk && len(stage) > 0 {
@@ -542,8 +542,9 @@ func (w *Writer) flushKV() error {
 	if err := w.recordShard(name, int64(w.kv.rows), fw.Header()); err != nil {
 		return err
 	}
-	for _, i := range live {
-		w.keyHashes = append(w.keyHashes, maphash.Bytes(w.keySeed, w.kv.key(i)))
+	w.keyHashes = slices.Grow(w.keyHashes, nlive)
+	for l := range nlive {
+		w.keyHashes = append(w.keyHashes, maphash.Bytes(w.keySeed, w.kv.key(liveSample(live, l))))
 	}
 	w.kv.reset()
 	return nil
@@ -556,7 +557,9 @@ func (w *Writer) recordShard(name string, samples int64, h *safetensors.Header) 
 	w.shards = append(w.shards, Shard{Path: name, Samples: samples, Bytes: size})
 	w.totalSamples += samples
 	w.totalBytes += size
-	if w.first == nil {
+	if w.first == nil && w.opts.Mode == Batch {
+		// Only a batch header, of one tensor a column, is kept: a
+		// key-value header may hold a million tensors.
 		w.first = h
 	}
 	for _, t := range h.Tensors {
@@ -597,11 +600,12 @@ func (w *Writer) Close() error {
 		if err := w.batchFinish(); err != nil {
 			return err
 		}
-	case w.opts.Mode == KeyValue && len(w.kv.samples) > 0:
+	case w.opts.Mode == KeyValue && w.kv.len() > 0:
 		if err := w.flushKV(); err != nil {
 			return err
 		}
 	}
+	w.kv = kvShard{} // its memory, for the index and the manifest
 	if w.opts.Index && len(w.shards) > 0 {
 		if err := w.writeIndex(); err != nil {
 			return w.fail(err)
@@ -660,7 +664,7 @@ func (w *Writer) Manifest() Manifest {
 // the first shard's shapes, or each tensor of a KeyValue dataset, read
 // from the spill file, with its first shard's shape.
 func (w *Writer) schema(f func(name []byte, dtype safetensors.DType, shape []uint64) error) error {
-	if w.first == nil {
+	if len(w.shards) == 0 {
 		return nil
 	}
 	if w.opts.Mode == Batch {
@@ -674,7 +678,8 @@ func (w *Writer) schema(f func(name []byte, dtype safetensors.DType, shape []uin
 	// A name is in two shards only if its key was given again after its
 	// shard was written: the keys' hashes, sorted, tell which keys may be;
 	// only the names of those are kept, to write each once.
-	hashes := slices.Clone(w.keyHashes)
+	// Sorted in place: their order does not matter.
+	hashes := w.keyHashes
 	slices.Sort(hashes)
 	var twice map[uint64]bool
 	for i := 1; i < len(hashes); i++ {
@@ -685,7 +690,6 @@ func (w *Writer) schema(f func(name []byte, dtype safetensors.DType, shape []uin
 			twice[hashes[i]] = true
 		}
 	}
-	hashes = nil
 	names := make(map[string]bool)
 	sep := []byte(w.opts.Separator)
 	return w.readSpill(func(e *spillEntry) error {
@@ -783,7 +787,7 @@ func (w *Writer) writeManifest() error {
 			}
 			n++
 			b = append(b, "\n    "...)
-			b = appendJSONString(b, string(name))
+			b = appendJSONString(b, name)
 			b = append(b, " : {\n      \"dtype\" : \""...)
 			b = append(b, dtype.String()...)
 			b = append(b, "\",\n      \"shape\" : ["...)
@@ -820,7 +824,7 @@ func (w *Writer) writeManifest() error {
 // appendJSONString appends s as a JSON string: as it is when nothing in
 // it needs escaping, else as encoding/json writes it (without escaping
 // HTML characters, as Jackson).
-func appendJSONString(b []byte, s string) []byte {
+func appendJSONString[S string | []byte](b []byte, s S) []byte {
 	plain := true
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
@@ -836,7 +840,7 @@ func appendJSONString(b []byte, s string) []byte {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	enc.Encode(s)
+	enc.Encode(string(s))
 	return append(b, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...)
 }
 
