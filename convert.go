@@ -24,10 +24,10 @@ const (
 	// becomes ±Inf, and subnormal results are truncated too. For BF16 the
 	// result is the top 16 bits of the float32. NaNs stay NaNs of the same
 	// sign in both (a quiet bit is set where the kept bits would read as
-	// Inf). The Spark safetensors connector truncates too, but differs: it
-	// flushes F16 results below 2^-14 to zero, writes every NaN as the
-	// quiet NaN of its sign, and quiets signalling NaNs for BF16; the
-	// dataset subpackage encodes as the connector does.
+	// Inf). The Spark safetensors connector truncates BF16 to the same bits,
+	// but F16 differently: it flushes results below 2^-14 to zero and writes
+	// every NaN as the quiet NaN of its sign; the dataset subpackage encodes
+	// as the connector does.
 	Truncate
 )
 

@@ -37,10 +37,10 @@
 // infinity 0x7f80); F16 truncates toward zero, but every NaN becomes 0x7e00
 // (0xfe00 with the sign), magnitudes below 2^-14 become a signed zero (no
 // subnormals) and 65536 and above become infinity. The safetensors
-// package's Truncate rounding differs from that: it keeps F16 subnormals
-// and NaN payloads, and takes BF16 as the top 16 bits as they are, so a
-// signalling NaN becomes infinity. Options.RoundToNearest rounds to nearest
-// even instead, as PyTorch and NumPy do.
+// package's Truncate rounding gives the same BF16 bits (it quiets NaNs
+// too), but differs for F16: it keeps subnormals and NaN payloads.
+// Options.RoundToNearest rounds to nearest even instead, as PyTorch and
+// NumPy do.
 //
 // # Failures
 //
