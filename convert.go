@@ -23,8 +23,7 @@ const (
 	// magnitude. For F16, a value whose exponent does not fit (2^16 and up)
 	// becomes ±Inf, and subnormal results are truncated too. For BF16 the
 	// result is the top 16 bits of the float32. NaNs stay NaNs of the same
-	// sign in both (a quiet bit is set where the kept bits would read as
-	// Inf). The Spark safetensors connector truncates BF16 to the same bits,
+	// sign in both, quiet, with the payload's top bits kept. The Spark safetensors connector truncates BF16 to the same bits,
 	// but F16 differently: it flushes results below 2^-14 to zero and writes
 	// every NaN as the quiet NaN of its sign; the dataset subpackage encodes
 	// as the connector does.
