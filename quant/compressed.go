@@ -85,7 +85,7 @@ func CompressWeight(w safetensors.Tensor, s Strategy) (q, scale safetensors.Tens
 		err = forRows(out, in, func(lo, hi int, buf []float32) error {
 			for r := lo; r < hi; r++ {
 				if w.DType == safetensors.BF16 {
-					quantRowBF16(q.Data[r*in:(r+1)*in], w.Data[2*r*in:2*(r+1)*in], scales[r])
+					quantRowBF16(q.Data[r*in:(r+1)*in], w.Data[2*r*in:2*(r+1)*in], scales[r], m)
 					continue
 				}
 				x := row(w, r, in, buf)
@@ -107,7 +107,7 @@ func CompressWeight(w safetensors.Tensor, s Strategy) (q, scale safetensors.Tens
 					return notFinite(w.Name, r*in+bad, safetensors.BF16ToF32(binary.LittleEndian.Uint16(raw[2*bad:])))
 				}
 				scales[r] = scaleOf(m, w.DType)
-				quantRowBF16(q.Data[r*in:(r+1)*in], raw, scales[r])
+				quantRowBF16(q.Data[r*in:(r+1)*in], raw, scales[r], m)
 				continue
 			}
 			x := row(w, r, in, buf)
@@ -244,8 +244,13 @@ func laneMax16(a, b uint64) uint64 {
 	return a&mask | b&^mask
 }
 
-// quantRowBF16 is quantRow for a row of BF16 bytes, decoded as it goes.
-func quantRowBF16(q, raw []byte, scale float32) {
+// quantRowBF16 is quantRow for a row of BF16 bytes, decoded as it goes,
+// whose max|x| is at most m: by table where bf16Fast allows.
+func quantRowBF16(q, raw []byte, scale, m float32) {
+	if t, off, ok := bf16Fast(scale, m); ok {
+		quantRowBF16Table(q, raw, t, off)
+		return
+	}
 	q = q[:len(raw)/2]
 	raw = raw[:2*len(q)]
 	inv := 1 / scale

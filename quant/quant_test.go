@@ -342,8 +342,11 @@ func TestQuantRowBF16Raw(t *testing.T) {
 		require.Equal(t, wm, m)
 		s := scaleOf(m, safetensors.BF16)
 		got, want := make([]byte, n), make([]byte, n)
-		quantRowBF16(got, raw, s)
 		quantRow(want, x, s, safetensors.BF16)
+		quantRowBF16(got, raw, s, m) // by table
+		require.Equal(t, want, got, n)
+		clear(got)
+		quantRowBF16(got, raw, s, float32(math.Inf(1))) // by multiplication
 		require.Equal(t, want, got, n)
 		raw[2*(n-1)+1], raw[2*(n-1)] = 0x7f, 0x80 // +Inf last
 		_, bad = rowMaxAbsBF16(raw)
@@ -373,4 +376,79 @@ func TestWriteModelFileAndConv1D(t *testing.T) {
 	assert.Equal(t, []string{"lm_head", "embed_out"}, sum.Ignore)
 	assert.Contains(t, sum.Kept, "embed_out.weight")
 	assert.Len(t, sum.Quantized, 12)
+}
+
+// bf16Values returns every finite BF16 value, as float32s and as bytes.
+func bf16Values() ([]float32, []byte) {
+	var x []float32
+	var raw []byte
+	for b := range 1 << 16 {
+		v := math.Float32frombits(uint32(b) << 16)
+		if !math.IsNaN(float64(v)) && !math.IsInf(float64(v), 0) {
+			x = append(x, v)
+			raw = append(raw, byte(b), byte(b>>8))
+		}
+	}
+	return x, raw
+}
+
+// TestQuantRowBF16Table checks the BF16 table path against the rule's
+// definition, toInt8(roundBF16(x / s)), for every finite BF16 x and every
+// BF16 scale mantissa at exponents across the range (every exponent with
+// -tags slow, four with -short), wherever bf16Fast takes the table: x up to the greatest
+// value that bf16Fast accepts as max|x|, and beyond it bf16Fast refusing.
+func TestQuantRowBF16Table(t *testing.T) {
+	x, raw := bf16Values()
+	exps := []uint32{0, 1, 2, 3, 60, 120, 127, 246, 247, 250, 254}
+	if testing.Short() {
+		exps = []uint32{1, 2, 127, 247}
+	}
+	if slowTests {
+		exps = exps[:0]
+		for e := range uint32(255) {
+			exps = append(exps, e)
+		}
+	}
+	q := make([]byte, len(x))
+	checked := 0
+	for _, e := range exps {
+		for m := range uint32(128) {
+			s := math.Float32frombits((e<<7 | m) << 16)
+			if s == 0 {
+				continue
+			}
+			// The greatest x that bf16Fast accepts as max|x|.
+			top := float32(-1)
+			for b := int(0x7f7f); b >= 0; b-- {
+				v := math.Float32frombits(uint32(b) << 16)
+				if _, _, ok := bf16Fast(s, v); ok {
+					top = v
+					break
+				}
+			}
+			if top < 0 {
+				continue
+			}
+			if e >= 2 && e <= 246 {
+				// Every row whose scale is its max|x| / 127.5 rounded is
+				// taken: max|x| < 127.5 · (s + ulp(s)/2).
+				require.GreaterOrEqual(t, float64(top), float64(s)*127.5*(1+0x1p-8), "scale %v", s)
+			}
+			tab, off, ok := bf16Fast(s, top)
+			require.True(t, ok)
+			quantRowBF16Table(q, raw, tab, off)
+			for i, v := range x {
+				if float32(math.Abs(float64(v))) > top {
+					_, _, ok := bf16Fast(s, float32(math.Abs(float64(v))))
+					require.False(t, ok, "scale %v, max %v", s, v)
+					continue
+				}
+				if want := toInt8(roundBF16(float32(v / s))); q[i] != want {
+					t.Fatalf("scale %v, x %v: got %d, want %d", s, v, int8(q[i]), int8(want))
+				}
+				checked++
+			}
+		}
+	}
+	t.Logf("%d values checked", checked)
 }
