@@ -311,7 +311,7 @@ func TestQuantRowBF16AllValues(t *testing.T) {
 	}
 	q := make([]byte, len(x))
 	for _, s := range scales {
-		quantRow(q, x, s, safetensors.BF16)
+		quantRow(q, x, s, float32(math.MaxFloat32), safetensors.BF16)
 		for i, v := range x {
 			if want := toInt8(roundBF16(float32(v / s))); q[i] != want {
 				t.Fatalf("scale %v, x %v: got %d, want %d", s, v, int8(q[i]), int8(want))
@@ -342,7 +342,7 @@ func TestQuantRowBF16Raw(t *testing.T) {
 		require.Equal(t, wm, m)
 		s := scaleOf(m, safetensors.BF16)
 		got, want := make([]byte, n), make([]byte, n)
-		quantRow(want, x, s, safetensors.BF16)
+		quantRow(want, x, s, m, safetensors.BF16)
 		quantRowBF16(got, raw, s, m) // by table
 		require.Equal(t, want, got, n)
 		clear(got)
@@ -451,4 +451,88 @@ func TestQuantRowBF16Table(t *testing.T) {
 		}
 	}
 	t.Logf("%d values checked", checked)
+}
+
+// TestQuantRowF16AllValues checks quantRow's F16 path, which multiplies by
+// the reciprocal unless near an F16 midpoint and rounds by bits, against the
+// rule's definition for every finite F16 value and many F16 scales: every
+// mantissa at a few exponents (one with -short), random ones, the extremes.
+func TestQuantRowF16AllValues(t *testing.T) {
+	var x []float32
+	for b := range 1 << 16 {
+		v := safetensors.F16ToF32(uint16(b))
+		if !math.IsNaN(float64(v)) && !math.IsInf(float64(v), 0) {
+			x = append(x, v)
+		}
+	}
+	f16 := func(b uint32) float32 { return safetensors.F16ToF32(uint16(b)) }
+	scales := []float32{f16(1), f16(0x3ff), f16(0x400), 0x1p-10, 1, f16(0x7bff), f16(0x7bfe)}
+	exps := []uint32{1, 8, 15, 30}
+	if testing.Short() {
+		exps = []uint32{15}
+	}
+	for _, e := range exps {
+		for m := range uint32(1024) {
+			scales = append(scales, f16(e<<10|m))
+		}
+	}
+	rng := rand.New(rand.NewPCG(13, 14))
+	for range 100 {
+		scales = append(scales, f16(rng.Uint32N(0x7c00-1)+1))
+	}
+	q := make([]byte, len(x))
+	for _, s := range scales {
+		quantRow(q, x, s, float32(math.MaxFloat32), safetensors.F16)
+		for i, v := range x {
+			if want := toInt8(roundF16(float32(v / s))); q[i] != want {
+				t.Fatalf("scale %v, x %v: got %d, want %d", s, v, int8(q[i]), int8(want))
+			}
+		}
+	}
+}
+
+// TestQuantRowF32 checks quantRow's F32 path, which multiplies by the
+// reciprocal unless near a half-integer, against the rule's definition for
+// random values and for the values nearest the ties (k + 1/2) · scale and
+// the clamps, at many scales, with max|x| as the bound.
+func TestQuantRowF32(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	scales := []float32{1, 0x1p-23, 0x1p-126, 0x1p-149, 1.0 / 127.5, 3e38, math.MaxFloat32}
+	for range 300 {
+		scales = append(scales, float32(math.Exp(rng.Float64()*160-80)))
+	}
+	for _, s := range scales {
+		var x []float32
+		for k := -130; k <= 130; k++ {
+			c := float32(float64(k) + 0.5)
+			for _, v := range []float32{c * s, float32(float64(c) * float64(s))} {
+				x = append(x, v)
+				up, down := v, v
+				for range 4 {
+					up = math.Nextafter32(up, float32(math.Inf(1)))
+					down = math.Nextafter32(down, float32(math.Inf(-1)))
+					x = append(x, up, down)
+				}
+			}
+		}
+		for range 2000 {
+			x = append(x, float32(rng.NormFloat64()*float64(s)*40))
+		}
+		var m float32
+		for i, v := range x {
+			if math.IsInf(float64(v), 0) {
+				x[i] = 0
+			}
+			m = max(m, float32(math.Abs(float64(x[i]))))
+		}
+		q := make([]byte, len(x))
+		for _, bound := range []float32{m, math.MaxFloat32} {
+			quantRow(q, x, s, bound, safetensors.F32)
+			for i, v := range x {
+				if want := toInt8(float32(v / s)); q[i] != want {
+					t.Fatalf("scale %v, x %v: got %d, want %d", s, v, int8(q[i]), int8(want))
+				}
+			}
+		}
+	}
 }
