@@ -536,3 +536,69 @@ func TestQuantRowF32(t *testing.T) {
 		}
 	}
 }
+
+// TestRoundAwayRow checks Quantize's rounding against its definition,
+// math.Round of the clamped float32 product, for the float32 values within
+// 64 units in the last place of every half-integer and integer from -130 to
+// 130 (with factor 1), and random values and factors.
+func TestRoundAwayRow(t *testing.T) {
+	want := func(v, factor float32) int8 {
+		y := min(max(float32(v*factor), -128), 127)
+		return int8(math.Round(float64(y)))
+	}
+	var x []float32
+	for k := -260; k <= 260; k++ {
+		c := float32(k) / 2
+		up, down := c, c
+		x = append(x, c)
+		for range 64 {
+			up = math.Nextafter32(up, 1000)
+			down = math.Nextafter32(down, -1000)
+			x = append(x, up, down)
+		}
+	}
+	rng := rand.New(rand.NewPCG(17, 18))
+	for range 10000 {
+		x = append(x, float32(rng.NormFloat64()*50))
+	}
+	factors := []float32{1, 0.5, 127}
+	for range 100 {
+		factors = append(factors, float32(math.Exp(rng.Float64()*6-3)))
+	}
+	q := make([]int8, len(x))
+	for _, f := range factors {
+		roundAwayRow(q, x, f)
+		for i, v := range x {
+			if w := want(v, f); q[i] != w {
+				t.Fatalf("factor %v, x %v: got %d, want %d", f, v, q[i], w)
+			}
+		}
+	}
+}
+
+// TestQuantizeParallel checks that a large x, split across goroutines,
+// gives what its parts give one at a time, and names the first NaN.
+func TestQuantizeParallel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(19, 20))
+	x := make([]float32, 1<<18)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	q, scale, err := Quantize(nil, x)
+	require.NoError(t, err)
+	var m float32
+	for _, v := range x {
+		m = max(m, float32(math.Abs(float64(v))))
+	}
+	assert.Equal(t, m/127, scale)
+	part := make([]int8, 1000)
+	for lo := 0; lo < len(x); lo += len(part) {
+		hi := min(lo+len(part), len(x))
+		roundAwayRow(part, x[lo:hi], 127/m)
+		require.Equal(t, part[:hi-lo], q[lo:hi])
+	}
+	x[200000], x[150000] = float32(math.NaN()), float32(math.Inf(-1))
+	_, _, err = Quantize(q, x)
+	require.ErrorIs(t, err, ErrNotFinite)
+	assert.Contains(t, err.Error(), "element 150000 is -Inf")
+}
