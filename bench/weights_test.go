@@ -107,9 +107,9 @@ func parallelNarrow(ts memSource) []byte {
 			o := out[lo:hi]
 			switch t.DType {
 			case safetensors.F32:
-				v, _ := safetensors.View[uint32](t)
+				v, _ := safetensors.View[float32](t)
 				for i, x := range v[lo:hi] {
-					o[i] = byte(x >> 24)
+					o[i] = byte(math.Float32bits(x) >> 24)
 				}
 			case safetensors.BF16:
 				v, _ := safetensors.View[uint16](t)
@@ -206,4 +206,32 @@ func BenchmarkQuantize(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkQuantizeValidator quantizes 256 MiB of F32 values (16 MiB with
+// -short) with the validator's per-tensor rule, quant.Quantize, against the
+// parallel float32 sum of the same bytes and the narrow ceiling.
+func BenchmarkQuantizeValidator(b *testing.B) {
+	size := 256 << 20
+	if testing.Short() {
+		size = 16 << 20
+	}
+	ts := weights(safetensors.F32, 1, size/4/4096, 4096)
+	x, err := safetensors.View[float32](ts[0])
+	if err != nil {
+		b.Fatal(err)
+	}
+	q := make([]int8, len(x))
+	var sink float32
+	race(b, size, []string{"quantize", "narrow", "sum"},
+		func() {
+			var err error
+			if q, _, err = quant.Quantize(q, x); err != nil {
+				b.Fatal(err)
+			}
+			sink += float32(q[0])
+		},
+		func() { sink += float32(parallelNarrow(ts)[1]) },
+		func() { sink += parallelSum(ts) })
+	_ = sink
 }

@@ -422,6 +422,15 @@ func quantRowF32(q []byte, x []float32, scale, inv, m float32) {
 	quantRowF32Fixed(q, x, scale, inv, fixedMagic)
 }
 
+// slowF32 returns round_half_even(v / scale) · 2^12, for quantRowF32Fixed's
+// values near a tie.
+//
+//go:noinline
+func slowF32(v, scale float32) int32 {
+	k := float32(float32(v/scale) + roundMagic)
+	return (int32(math.Float32bits(k)) - 0x4b400000) << 12
+}
+
 // fixedMagic is 1.5·2^11, whose float32 units in the last place are 2^-12.
 const fixedMagic = 0x1.8p11
 
@@ -430,14 +439,14 @@ const fixedMagic = 0x1.8p11
 func quantRowF32Fixed(q []byte, x []float32, scale, inv, magic float32) {
 	n := min(len(q), len(x))
 	q, x = q[:n], x[:n]
-	mb := math.Float32bits(magic)
+	// t is F + 2^11, so that q = t >> 12 and the ties are at t ≡ 0 mod 2^12.
+	mb := math.Float32bits(magic) - 0x800
 	one := func(v float32) byte {
-		f := int32(math.Float32bits(float32(v*inv)+magic) - mb)
-		if uint32(f-0x800+4)&0xfff <= 8 {
-			k := float32(float32(v/scale) + roundMagic)
-			f = (int32(math.Float32bits(k)) - 0x4b400000) << 12
+		t := int32(math.Float32bits(float32(v*inv)+magic) - mb)
+		if uint32(t+4)&0xfff <= 8 {
+			t = slowF32(v, scale)
 		}
-		return byte(int8(min((f+0x800)>>12, 127)))
+		return byte(int8(min(t>>12, 127)))
 	}
 	i := 0
 	for ; i+8 <= n; i += 8 {
