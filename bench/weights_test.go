@@ -89,6 +89,40 @@ func parallelSum(ts memSource) float32 {
 	return s
 }
 
+// parallelNarrow reads the values of the one tensor of ts on GOMAXPROCS
+// goroutines, each a contiguous share, as parallelSum does, and writes one
+// byte per value (its top byte) into a new slice: the least a quantization
+// to int8 must do, a ceiling for quantize.
+func parallelNarrow(ts memSource) []byte {
+	t := ts[0]
+	size := t.DType.Bits() / 8
+	out := make([]byte, len(t.Data)/size)
+	workers := runtime.GOMAXPROCS(0)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lo, hi := len(out)*w/workers, len(out)*(w+1)/workers
+			o := out[lo:hi]
+			switch t.DType {
+			case safetensors.F32:
+				v, _ := safetensors.View[float32](t)
+				for i, x := range v[lo:hi] {
+					o[i] = byte(math.Float32bits(x) >> 24)
+				}
+			case safetensors.BF16:
+				v, _ := safetensors.View[uint16](t)
+				for i, x := range v[lo:hi] {
+					o[i] = byte(x >> 8)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
 // race times the sides in alternating rounds, each side's fastest round
 // kept, and reports each side's GB/s over size bytes and the ratio of the
 // first side's speed to the last's ("x": 1 = as fast as the plain sum).
@@ -143,8 +177,10 @@ func BenchmarkCheck(b *testing.B) {
 
 // BenchmarkQuantize quantizes BF16 and F32 [rows, 4096] weights with
 // compressed-tensors' rule, per channel and per tensor, against the
-// parallel float32 sum of the same bytes. The weights total 256 MiB (16 MiB
-// with -short).
+// parallel float32 sum of the same bytes ("x" is quantize's speed over the
+// sum's), with the same goroutines (GOMAXPROCS). "narrow" is a ceiling: the
+// same goroutines reading the values and writing one byte each into a new
+// slice. The weights total 256 MiB (16 MiB with -short).
 func BenchmarkQuantize(b *testing.B) {
 	for _, d := range []safetensors.DType{safetensors.BF16, safetensors.F32} {
 		for _, s := range []quant.Strategy{quant.PerChannel, quant.PerTensor} {
@@ -156,7 +192,7 @@ func BenchmarkQuantize(b *testing.B) {
 				cols := 4096
 				ts := weights(d, 1, size/cols/(d.Bits()/8), cols)
 				var sink float32
-				race(b, size, []string{"quantize", "sum"},
+				race(b, size, []string{"quantize", "narrow", "sum"},
 					func() {
 						q, _, err := quant.CompressWeight(ts[0], s)
 						if err != nil {
@@ -164,9 +200,38 @@ func BenchmarkQuantize(b *testing.B) {
 						}
 						sink += float32(q.Data[0])
 					},
+					func() { sink += float32(parallelNarrow(ts)[1]) },
 					func() { sink += parallelSum(ts) })
 				_ = sink
 			})
 		}
 	}
+}
+
+// BenchmarkQuantizeValidator quantizes 256 MiB of F32 values (16 MiB with
+// -short) with the validator's per-tensor rule, quant.Quantize, against the
+// parallel float32 sum of the same bytes and the narrow ceiling.
+func BenchmarkQuantizeValidator(b *testing.B) {
+	size := 256 << 20
+	if testing.Short() {
+		size = 16 << 20
+	}
+	ts := weights(safetensors.F32, 1, size/4/4096, 4096)
+	x, err := safetensors.View[float32](ts[0])
+	if err != nil {
+		b.Fatal(err)
+	}
+	q := make([]int8, len(x))
+	var sink float32
+	race(b, size, []string{"quantize", "narrow", "sum"},
+		func() {
+			var err error
+			if q, _, err = quant.Quantize(q, x); err != nil {
+				b.Fatal(err)
+			}
+			sink += float32(q[0])
+		},
+		func() { sink += float32(parallelNarrow(ts)[1]) },
+		func() { sink += parallelSum(ts) })
+	_ = sink
 }

@@ -85,11 +85,11 @@ func CompressWeight(w safetensors.Tensor, s Strategy) (q, scale safetensors.Tens
 		err = forRows(out, in, func(lo, hi int, buf []float32) error {
 			for r := lo; r < hi; r++ {
 				if w.DType == safetensors.BF16 {
-					quantRowBF16(q.Data[r*in:(r+1)*in], w.Data[2*r*in:2*(r+1)*in], scales[r])
+					quantRowBF16(q.Data[r*in:(r+1)*in], w.Data[2*r*in:2*(r+1)*in], scales[r], m)
 					continue
 				}
 				x := row(w, r, in, buf)
-				quantRow(q.Data[r*in:(r+1)*in], x, scales[r], w.DType)
+				quantRow(q.Data[r*in:(r+1)*in], x, scales[r], m, w.DType)
 			}
 			return nil
 		})
@@ -107,7 +107,7 @@ func CompressWeight(w safetensors.Tensor, s Strategy) (q, scale safetensors.Tens
 					return notFinite(w.Name, r*in+bad, safetensors.BF16ToF32(binary.LittleEndian.Uint16(raw[2*bad:])))
 				}
 				scales[r] = scaleOf(m, w.DType)
-				quantRowBF16(q.Data[r*in:(r+1)*in], raw, scales[r])
+				quantRowBF16(q.Data[r*in:(r+1)*in], raw, scales[r], m)
 				continue
 			}
 			x := row(w, r, in, buf)
@@ -116,7 +116,7 @@ func CompressWeight(w safetensors.Tensor, s Strategy) (q, scale safetensors.Tens
 				return notFinite(w.Name, r*in+bad, x[bad])
 			}
 			scales[r] = scaleOf(m, w.DType)
-			quantRow(q.Data[r*in:(r+1)*in], x, scales[r], w.DType)
+			quantRow(q.Data[r*in:(r+1)*in], x, scales[r], m, w.DType)
 		}
 		return nil
 	})
@@ -194,10 +194,19 @@ func row(w safetensors.Tensor, r, in int, buf []float32) []float32 {
 
 // rowMaxAbs returns max|x| over x, or the index of a NaN or ±Inf.
 func rowMaxAbs(x []float32) (m float32, bad int) {
-	var hi uint32
-	for _, v := range x {
-		hi = max(hi, math.Float32bits(v)&0x7fffffff)
+	var h0, h1, h2, h3 uint32 // four chains of max, not one
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		v := x[i : i+4 : i+4]
+		h0 = max(h0, math.Float32bits(v[0])&0x7fffffff)
+		h1 = max(h1, math.Float32bits(v[1])&0x7fffffff)
+		h2 = max(h2, math.Float32bits(v[2])&0x7fffffff)
+		h3 = max(h3, math.Float32bits(v[3])&0x7fffffff)
 	}
+	for _, v := range x[i:] {
+		h0 = max(h0, math.Float32bits(v)&0x7fffffff)
+	}
+	hi := max(h0, h1, h2, h3)
 	if hi >= 0x7f800000 {
 		for i, v := range x {
 			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
@@ -244,8 +253,13 @@ func laneMax16(a, b uint64) uint64 {
 	return a&mask | b&^mask
 }
 
-// quantRowBF16 is quantRow for a row of BF16 bytes, decoded as it goes.
-func quantRowBF16(q, raw []byte, scale float32) {
+// quantRowBF16 is quantRow for a row of BF16 bytes, decoded as it goes,
+// whose max|x| is at most m: by table where bf16Fast allows.
+func quantRowBF16(q, raw []byte, scale, m float32) {
+	if t, off, ok := bf16Fast(scale, m); ok {
+		quantRowBF16Table(q, raw, t, off)
+		return
+	}
 	q = q[:len(raw)/2]
 	raw = raw[:2*len(q)]
 	inv := 1 / scale
@@ -344,18 +358,19 @@ func roundF16(f float32) float32 {
 }
 
 // quantRow writes round_half_even(clamp(round_d(x / scale), -128, 127))
-// into q.
-func quantRow(q []byte, x []float32, scale float32, d safetensors.DType) {
+// into q; m is at least max|x| over x.
+func quantRow(q []byte, x []float32, scale, m float32, d safetensors.DType) {
 	q = q[:len(x)]
+	inv := 1 / scale
+	if inv > math.MaxFloat32 {
+		rnd := rounder(d)
+		for i, v := range x {
+			q[i] = toInt8(rnd(float32(v / scale)))
+		}
+		return
+	}
 	switch d {
 	case safetensors.BF16:
-		inv := 1 / scale
-		if inv > math.MaxFloat32 {
-			for i, v := range x {
-				q[i] = toInt8(roundBF16(float32(v / scale)))
-			}
-			return
-		}
 		// x * (1/scale) is within a few float32 units in the last place
 		// of x / scale, so it rounds to the same BF16 value unless it lies
 		// that close to a midpoint between two BF16 values, whose low 16
@@ -370,13 +385,78 @@ func quantRow(q []byte, x []float32, scale float32, d safetensors.DType) {
 			q[i] = toInt8(roundBF16(y))
 		}
 	case safetensors.F16:
+		// As for BF16, with F16's midpoints: low 13 bits 0x1000. The
+		// rounding to F16's 10 bits of mantissa is that of a normal F16;
+		// below F16's normal range (2^-14) both it and the true rounding
+		// give values below 1/2, which q rounds to 0, and above it
+		// (65504) both give q's clamp.
 		for i, v := range x {
-			q[i] = toInt8(roundF16(float32(v / scale)))
+			u := math.Float32bits(float32(v * inv))
+			if (u-0x1000+nearMidpoint)&0x1fff <= 2*nearMidpoint {
+				u = math.Float32bits(float32(v / scale))
+			}
+			u += 0xfff + u>>13&1
+			q[i] = toInt8(math.Float32frombits(u &^ 0x1fff))
 		}
 	default:
+		quantRowF32(q, x, scale, inv, m)
+	}
+}
+
+// quantRowF32 is quantRow for F32, where q = round_half_even(clamp(x /
+// scale)). x * inv is within 3 float32 units in the last place of x /
+// scale, less than 2^-15 below 128. Adding 1.5·2^11 rounds it to a
+// multiple of 2^-12 (exact while |x * inv| < 2^10) whose float32 bits, less
+// those of 1.5·2^11, are F = x * inv · 2^12 as an integer: unless F is
+// within 4 of a half-integer (F mod 2^12 near 2^11), x / scale rounds to
+// the same integer as F / 2^12, (F + 2^11) >> 12; otherwise the quotient is
+// computed. m * inv < 128, where m bounds max|x|, keeps q in [-128, 128];
+// other rows divide.
+func quantRowF32(q []byte, x []float32, scale, inv, m float32) {
+	if !(m*inv < 128) {
 		for i, v := range x {
 			q[i] = toInt8(float32(v / scale))
 		}
+		return
+	}
+	quantRowF32Fixed(q, x, scale, inv, fixedMagic)
+}
+
+// slowF32 returns round_half_even(v / scale) · 2^12, for quantRowF32Fixed's
+// values near a tie.
+//
+//go:noinline
+func slowF32(v, scale float32) int32 {
+	k := float32(float32(v/scale) + roundMagic)
+	return (int32(math.Float32bits(k)) - 0x4b400000) << 12
+}
+
+// fixedMagic is 1.5·2^11, whose float32 units in the last place are 2^-12.
+const fixedMagic = 0x1.8p11
+
+// quantRowF32Fixed is quantRowF32's loop, eight elements an iteration; magic
+// is fixedMagic, passed in so that it stays in a register.
+func quantRowF32Fixed(q []byte, x []float32, scale, inv, magic float32) {
+	n := min(len(q), len(x))
+	q, x = q[:n], x[:n]
+	// t is F + 2^11, so that q = t >> 12 and the ties are at t ≡ 0 mod 2^12.
+	mb := math.Float32bits(magic) - 0x800
+	one := func(v float32) byte {
+		t := int32(math.Float32bits(float32(v*inv)+magic) - mb)
+		if uint32(t+4)&0xfff <= 8 {
+			t = slowF32(v, scale)
+		}
+		return byte(int8(min(t>>12, 127)))
+	}
+	i := 0
+	for ; i+8 <= n; i += 8 {
+		v := x[i : i+8 : i+8]
+		o := q[i : i+8 : i+8]
+		o[0], o[1], o[2], o[3] = one(v[0]), one(v[1]), one(v[2]), one(v[3])
+		o[4], o[5], o[6], o[7] = one(v[4]), one(v[5]), one(v[6]), one(v[7])
+	}
+	for ; i < n; i++ {
+		q[i] = one(x[i])
 	}
 }
 

@@ -19,6 +19,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
 )
 
 // ErrNotFinite is returned for a tensor holding NaN or ±Inf, which has no
@@ -39,36 +41,69 @@ var ErrUnsupported = errors.New("quant: unsupported tensor")
 // [-127, -64, 25, 127] and scale 0.5/127. An all-zero (or empty) x gives all
 // zeros and scale 0, which Dequantize turns back into zeros. q is appended to
 // dst[:0]. A NaN or ±Inf in x gives an error wrapping ErrNotFinite, naming
-// its index.
+// the index of the first. A large x is quantized in parallel.
 func Quantize(dst []int8, x []float32) (q []int8, scale float32, err error) {
-	var maxAbs float32
-	for i, v := range x {
-		a := float32(math.Abs(float64(v)))
-		if !(a <= math.MaxFloat32) {
-			return dst[:0], 0, fmt.Errorf("%w: element %d is %v", ErrNotFinite, i, v)
-		}
-		maxAbs = max(maxAbs, a)
-	}
 	q = dst[:0]
 	if cap(q) < len(x) {
 		q = make([]int8, 0, len(x))
 	}
 	q = q[:len(x)]
+	var mu sync.Mutex
+	var maxAbs float32
+	bad := -1
+	parts(len(x), func(lo, hi int) {
+		m, b := rowMaxAbs(x[lo:hi])
+		mu.Lock()
+		maxAbs = max(maxAbs, m)
+		if b >= 0 && (bad < 0 || lo+b < bad) {
+			bad = lo + b
+		}
+		mu.Unlock()
+	})
+	if bad >= 0 {
+		return dst[:0], 0, fmt.Errorf("%w: element %d is %v", ErrNotFinite, bad, x[bad])
+	}
 	if maxAbs == 0 {
 		clear(q)
 		return q, 0, nil
 	}
 	factor := 127 / maxAbs
-	for i, v := range x {
-		q[i] = roundAway(v * factor)
-	}
+	parts(len(x), func(lo, hi int) { roundAwayRow(q[lo:hi], x[lo:hi], factor) })
 	return q, maxAbs / 127, nil
 }
 
-// roundAway clamps v to [-128, 127] and rounds it half away from zero.
-func roundAway(v float32) int8 {
-	v = min(max(v, -128), 127)
-	return int8(math.Round(float64(v)))
+// roundAwayRow writes round(clamp(v * factor, -128, 127)), rounding half
+// away from zero, for each v of x into q. v * factor is rounded to float32;
+// adding ±1/2 to it in float64 is exact, and the conversion truncates
+// toward zero, which rounds the float32 half away from zero. |v * factor|
+// must be below 2^62; Quantize's are at most 127 (and a rounding).
+func roundAwayRow(q []int8, x []float32, factor float32) {
+	q = q[:len(x)]
+	for i, v := range x {
+		y := float32(v * factor)
+		half := math.Float64frombits(0x3fe0000000000000 | uint64(math.Float32bits(y)>>31)<<63)
+		n := int64(float64(y) + half)
+		q[i] = int8(max(min(n, 127), -128))
+	}
+}
+
+// parts calls f on contiguous shares of [0, n) from GOMAXPROCS goroutines,
+// or on [0, n) from this one where n is small.
+func parts(n int, f func(lo, hi int)) {
+	workers := runtime.GOMAXPROCS(0)
+	if n < 1<<16 || workers == 1 {
+		f(0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(n*w/workers, n*(w+1)/workers)
+		}()
+	}
+	wg.Wait()
 }
 
 // Dequantize appends q times scale, in float32, to dst and returns the

@@ -311,7 +311,7 @@ func TestQuantRowBF16AllValues(t *testing.T) {
 	}
 	q := make([]byte, len(x))
 	for _, s := range scales {
-		quantRow(q, x, s, safetensors.BF16)
+		quantRow(q, x, s, float32(math.MaxFloat32), safetensors.BF16)
 		for i, v := range x {
 			if want := toInt8(roundBF16(float32(v / s))); q[i] != want {
 				t.Fatalf("scale %v, x %v: got %d, want %d", s, v, int8(q[i]), int8(want))
@@ -342,8 +342,11 @@ func TestQuantRowBF16Raw(t *testing.T) {
 		require.Equal(t, wm, m)
 		s := scaleOf(m, safetensors.BF16)
 		got, want := make([]byte, n), make([]byte, n)
-		quantRowBF16(got, raw, s)
-		quantRow(want, x, s, safetensors.BF16)
+		quantRow(want, x, s, m, safetensors.BF16)
+		quantRowBF16(got, raw, s, m) // by table
+		require.Equal(t, want, got, n)
+		clear(got)
+		quantRowBF16(got, raw, s, float32(math.Inf(1))) // by multiplication
 		require.Equal(t, want, got, n)
 		raw[2*(n-1)+1], raw[2*(n-1)] = 0x7f, 0x80 // +Inf last
 		_, bad = rowMaxAbsBF16(raw)
@@ -373,4 +376,237 @@ func TestWriteModelFileAndConv1D(t *testing.T) {
 	assert.Equal(t, []string{"lm_head", "embed_out"}, sum.Ignore)
 	assert.Contains(t, sum.Kept, "embed_out.weight")
 	assert.Len(t, sum.Quantized, 12)
+}
+
+// bf16Values returns every finite BF16 value, as float32s and as bytes.
+func bf16Values() ([]float32, []byte) {
+	var x []float32
+	var raw []byte
+	for b := range 1 << 16 {
+		v := math.Float32frombits(uint32(b) << 16)
+		if !math.IsNaN(float64(v)) && !math.IsInf(float64(v), 0) {
+			x = append(x, v)
+			raw = append(raw, byte(b), byte(b>>8))
+		}
+	}
+	return x, raw
+}
+
+// TestQuantRowBF16Table checks the BF16 table path against the rule's
+// definition, toInt8(roundBF16(x / s)), for every finite BF16 x and every
+// BF16 scale mantissa at exponents across the range (every exponent with
+// -tags slow, the two extremes with -short), wherever bf16Fast takes the table: x up to the greatest
+// value that bf16Fast accepts as max|x|, and beyond it bf16Fast refusing.
+func TestQuantRowBF16Table(t *testing.T) {
+	x, raw := bf16Values()
+	exps := []uint32{0, 1, 2, 3, 60, 120, 127, 246, 247, 250, 254}
+	if testing.Short() {
+		exps = []uint32{2, 247}
+	}
+	if slowTests {
+		exps = exps[:0]
+		for e := range uint32(255) {
+			exps = append(exps, e)
+		}
+	}
+	q := make([]byte, len(x))
+	checked := 0
+	for _, e := range exps {
+		for m := range uint32(128) {
+			s := math.Float32frombits((e<<7 | m) << 16)
+			if s == 0 {
+				continue
+			}
+			// The greatest x that bf16Fast accepts as max|x| (it accepts
+			// the values below a bound), by bisection; the next is refused.
+			lo, hi := -1, 0x7f80 // bits accepted up to lo, refused from hi
+			for hi-lo > 1 {
+				mid := (lo + hi) / 2
+				if _, _, ok := bf16Fast(s, math.Float32frombits(uint32(mid)<<16)); ok {
+					lo = mid
+				} else {
+					hi = mid
+				}
+			}
+			if lo < 0 {
+				continue
+			}
+			top := math.Float32frombits(uint32(lo) << 16)
+			for _, b := range []int{hi, hi + 1, 0x7f7f} {
+				if b >= hi && b <= 0x7f7f {
+					_, _, ok := bf16Fast(s, math.Float32frombits(uint32(b)<<16))
+					require.False(t, ok, "scale %v, max bits %#x", s, b)
+				}
+			}
+			if e >= 2 && e <= 246 {
+				// Every row whose scale is its max|x| / 127.5 rounded is
+				// taken: max|x| < 127.5 · (s + ulp(s)/2).
+				require.GreaterOrEqual(t, float64(top), float64(s)*127.5*(1+0x1p-8), "scale %v", s)
+			}
+			tab, off, ok := bf16Fast(s, top)
+			require.True(t, ok)
+			quantRowBF16Table(q, raw, tab, off)
+			for i, v := range x {
+				if float32(math.Abs(float64(v))) > top {
+					continue
+				}
+				if want := toInt8(roundBF16(float32(v / s))); q[i] != want {
+					t.Fatalf("scale %v, x %v: got %d, want %d", s, v, int8(q[i]), int8(want))
+				}
+				checked++
+			}
+		}
+	}
+	t.Logf("%d values checked", checked)
+}
+
+// TestQuantRowF16AllValues checks quantRow's F16 path, which multiplies by
+// the reciprocal unless near an F16 midpoint and rounds by bits, against the
+// rule's definition for every finite F16 value and many F16 scales: every
+// mantissa at a few exponents (every eighth at one with -short), random
+// ones, the extremes.
+func TestQuantRowF16AllValues(t *testing.T) {
+	var x []float32
+	for b := range 1 << 16 {
+		v := safetensors.F16ToF32(uint16(b))
+		if !math.IsNaN(float64(v)) && !math.IsInf(float64(v), 0) {
+			x = append(x, v)
+		}
+	}
+	f16 := func(b uint32) float32 { return safetensors.F16ToF32(uint16(b)) }
+	scales := []float32{f16(1), f16(0x3ff), f16(0x400), 0x1p-10, 1, f16(0x7bff), f16(0x7bfe)}
+	exps, step := []uint32{1, 8, 15, 30}, uint32(1)
+	if testing.Short() {
+		exps, step = []uint32{15}, 8
+	}
+	for _, e := range exps {
+		for m := uint32(0); m < 1024; m += step {
+			scales = append(scales, f16(e<<10|m))
+		}
+	}
+	rng := rand.New(rand.NewPCG(13, 14))
+	for range 100 {
+		scales = append(scales, f16(rng.Uint32N(0x7c00-1)+1))
+	}
+	q := make([]byte, len(x))
+	for _, s := range scales {
+		quantRow(q, x, s, float32(math.MaxFloat32), safetensors.F16)
+		for i, v := range x {
+			if want := toInt8(roundF16(float32(v / s))); q[i] != want {
+				t.Fatalf("scale %v, x %v: got %d, want %d", s, v, int8(q[i]), int8(want))
+			}
+		}
+	}
+}
+
+// TestQuantRowF32 checks quantRow's F32 path, which multiplies by the
+// reciprocal unless near a half-integer, against the rule's definition for
+// random values and for the values nearest the ties (k + 1/2) · scale and
+// the clamps, at many scales, with max|x| as the bound.
+func TestQuantRowF32(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	scales := []float32{1, 0x1p-23, 0x1p-126, 0x1p-149, 1.0 / 127.5, 3e38, math.MaxFloat32}
+	for range 300 {
+		scales = append(scales, float32(math.Exp(rng.Float64()*160-80)))
+	}
+	for _, s := range scales {
+		var x []float32
+		for k := -130; k <= 130; k++ {
+			c := float32(float64(k) + 0.5)
+			for _, v := range []float32{c * s, float32(float64(c) * float64(s))} {
+				x = append(x, v)
+				up, down := v, v
+				for range 4 {
+					up = math.Nextafter32(up, float32(math.Inf(1)))
+					down = math.Nextafter32(down, float32(math.Inf(-1)))
+					x = append(x, up, down)
+				}
+			}
+		}
+		for range 2000 {
+			x = append(x, float32(rng.NormFloat64()*float64(s)*40))
+		}
+		var m float32
+		for i, v := range x {
+			if math.IsInf(float64(v), 0) {
+				x[i] = 0
+			}
+			m = max(m, float32(math.Abs(float64(x[i]))))
+		}
+		q := make([]byte, len(x))
+		for _, bound := range []float32{m, math.MaxFloat32} {
+			quantRow(q, x, s, bound, safetensors.F32)
+			for i, v := range x {
+				if want := toInt8(float32(v / s)); q[i] != want {
+					t.Fatalf("scale %v, x %v: got %d, want %d", s, v, int8(q[i]), int8(want))
+				}
+			}
+		}
+	}
+}
+
+// TestRoundAwayRow checks Quantize's rounding against its definition,
+// math.Round of the clamped float32 product, for the float32 values within
+// 64 units in the last place of every half-integer and integer from -130 to
+// 130 (with factor 1), and random values and factors.
+func TestRoundAwayRow(t *testing.T) {
+	want := func(v, factor float32) int8 {
+		y := min(max(float32(v*factor), -128), 127)
+		return int8(math.Round(float64(y)))
+	}
+	var x []float32
+	for k := -260; k <= 260; k++ {
+		c := float32(k) / 2
+		up, down := c, c
+		x = append(x, c)
+		for range 64 {
+			up = math.Nextafter32(up, 1000)
+			down = math.Nextafter32(down, -1000)
+			x = append(x, up, down)
+		}
+	}
+	rng := rand.New(rand.NewPCG(17, 18))
+	for range 10000 {
+		x = append(x, float32(rng.NormFloat64()*50))
+	}
+	factors := []float32{1, 0.5, 127}
+	for range 100 {
+		factors = append(factors, float32(math.Exp(rng.Float64()*6-3)))
+	}
+	q := make([]int8, len(x))
+	for _, f := range factors {
+		roundAwayRow(q, x, f)
+		for i, v := range x {
+			if w := want(v, f); q[i] != w {
+				t.Fatalf("factor %v, x %v: got %d, want %d", f, v, q[i], w)
+			}
+		}
+	}
+}
+
+// TestQuantizeParallel checks that a large x, split across goroutines,
+// gives what its parts give one at a time, and names the first NaN.
+func TestQuantizeParallel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(19, 20))
+	x := make([]float32, 1<<18)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	q, scale, err := Quantize(nil, x)
+	require.NoError(t, err)
+	var m float32
+	for _, v := range x {
+		m = max(m, float32(math.Abs(float64(v))))
+	}
+	assert.Equal(t, m/127, scale)
+	part := make([]int8, 1000)
+	for lo := 0; lo < len(x); lo += len(part) {
+		hi := min(lo+len(part), len(x))
+		roundAwayRow(part, x[lo:hi], 127/m)
+		require.Equal(t, part[:hi-lo], q[lo:hi])
+	}
+	x[200000], x[150000] = float32(math.NaN()), float32(math.Inf(-1))
+	_, _, err = Quantize(q, x)
+	require.ErrorIs(t, err, ErrNotFinite)
+	assert.Contains(t, err.Error(), "element 150000 is -Inf")
 }

@@ -1,0 +1,7 @@
+//go:build slow
+
+package quant
+
+// slowTests is true with the build tag slow: the exhaustive tests then
+// cover every scale.
+const slowTests = true
