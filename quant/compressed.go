@@ -489,7 +489,9 @@ func scaleTensor(w safetensors.Tensor, scales []float32, shape []uint64) safeten
 }
 
 // forRows calls f on ranges of the rows [0, out) from GOMAXPROCS goroutines,
-// each with a buffer of in float32s, and returns the first error.
+// each with a buffer of in float32s, and returns the first error. Each call
+// is guarded: a fault on the memory of a file truncated while mapped is an
+// error wrapping safetensors.ErrFileChanged, not the end of the program.
 func forRows(out, in int, f func(lo, hi int, buf []float32) error) error {
 	workers := min(runtime.GOMAXPROCS(0), out)
 	if out*in < 1<<16 {
@@ -499,7 +501,7 @@ func forRows(out, in int, f func(lo, hi int, buf []float32) error) error {
 		if out == 0 {
 			return nil
 		}
-		return f(0, out, make([]float32, in))
+		return safetensors.GuardFaults(func() error { return f(0, out, make([]float32, in)) })
 	}
 	// Small blocks of rows, handed out in turn, keep the goroutines busy
 	// to the end.
@@ -522,7 +524,7 @@ func forRows(out, in int, f func(lo, hi int, buf []float32) error) error {
 				if stop || lo >= out {
 					return
 				}
-				if err := f(lo, min(lo+block, out), buf); err != nil {
+				if err := safetensors.GuardFaults(func() error { return f(lo, min(lo+block, out), buf) }); err != nil {
 					mu.Lock()
 					if first == nil {
 						first = err

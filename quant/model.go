@@ -2,13 +2,17 @@ package quant
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/safetensors-go/safetensors"
@@ -70,7 +74,7 @@ func isHead(module string) bool {
 // rewritten as that library rewrites it (sorted keys, two-space indent);
 // a sharded checkpoint's index lists the scales; the other regular files at
 // the top of the directory (tokenizer, generation config, ...) are copied,
-// its subdirectories and symbolic links are not.
+// through symbolic links, while subdirectories and special files are not.
 //
 // src is a model directory (model.safetensors, or a sharded checkpoint with
 // its index, beside config.json), or a single safetensors file, whose
@@ -78,6 +82,12 @@ func isHead(module string) bool {
 // complete: the files are written into a temporary directory beside it,
 // renamed into place at the end, and removed on failure.
 func WriteModel(src, dst string, s Strategy) (*Summary, error) {
+	return WriteModelContext(context.Background(), src, dst, s)
+}
+
+// WriteModelContext is WriteModel, stopped by ctx between tensors: then it
+// removes what it wrote and returns an error wrapping context.Cause(ctx).
+func WriteModelContext(ctx context.Context, src, dst string, s Strategy) (*Summary, error) {
 	if _, err := os.Lstat(dst); err == nil {
 		return nil, fmt.Errorf("quant: %s: %w", dst, os.ErrExist)
 	}
@@ -94,7 +104,7 @@ func WriteModel(src, dst string, s Strategy) (*Summary, error) {
 		dir = filepath.Dir(src)
 		files = []string{filepath.Base(src)}
 	}
-	tmp, err := os.MkdirTemp(filepath.Dir(filepath.Clean(dst)), "."+filepath.Base(dst)+".tmp-")
+	tmp, err := mkdirTemp(filepath.Dir(filepath.Clean(dst)), "."+filepath.Base(dst)+".tmp-")
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +119,7 @@ func WriteModel(src, dst string, s Strategy) (*Summary, error) {
 	var total uint64
 	heads := map[string]bool{}
 	for _, f := range files {
-		n, err := quantizeFile(filepath.Join(dir, f), filepath.Join(tmp, f), s, sum, weightMap, heads)
+		n, err := quantizeFile(ctx, filepath.Join(dir, f), filepath.Join(tmp, f), s, sum, weightMap, heads)
 		if err != nil {
 			return nil, err
 		}
@@ -142,7 +152,10 @@ func WriteModel(src, dst string, s Strategy) (*Summary, error) {
 			return nil, err
 		}
 		for _, e := range entries {
-			if skip[e.Name()] || !e.Type().IsRegular() {
+			// Links are followed (the files of a Hugging Face cache
+			// snapshot are links into its blobs); directories, FIFOs
+			// and other special files are left out.
+			if skip[e.Name()] || !isFile(filepath.Join(src, e.Name())) {
 				continue
 			}
 			if err := copyFile(filepath.Join(src, e.Name()), filepath.Join(tmp, e.Name())); err != nil {
@@ -151,43 +164,64 @@ func WriteModel(src, dst string, s Strategy) (*Summary, error) {
 			sum.Copied = append(sum.Copied, e.Name())
 		}
 	}
+	syncDir(tmp)
 	if err := os.Rename(tmp, dst); err != nil {
 		return nil, err
 	}
+	syncDir(filepath.Dir(filepath.Clean(dst)))
 	ok = true
 	return sum, nil
 }
 
 // modelFiles returns the safetensors files of the model directory dir and
-// the name of its index, if it is sharded.
+// the name of its index, if it is sharded, found as safetensors.OpenIndex
+// and transformers find them: model.safetensors, else
+// model.safetensors.index.json, else the directory's one index, else its
+// one safetensors file.
 func modelFiles(dir string) (files []string, index string, err error) {
-	indexes, _ := filepath.Glob(filepath.Join(dir, "*"+safetensors.IndexSuffix))
-	if len(indexes) > 1 {
-		return nil, "", fmt.Errorf("quant: %s has %d indexes", dir, len(indexes))
+	if isFile(filepath.Join(dir, "model.safetensors")) {
+		return []string{"model.safetensors"}, "", nil
 	}
-	if len(indexes) == 1 {
-		sh, err := safetensors.OpenIndex(indexes[0])
+	if isFile(filepath.Join(dir, "model"+safetensors.IndexSuffix)) {
+		index = "model" + safetensors.IndexSuffix
+	} else {
+		indexes, _ := filepath.Glob(filepath.Join(dir, "*"+safetensors.IndexSuffix))
+		if len(indexes) > 1 {
+			return nil, "", fmt.Errorf("quant: %s has %d indexes and no model%s", dir, len(indexes), safetensors.IndexSuffix)
+		}
+		if len(indexes) == 1 {
+			index = filepath.Base(indexes[0])
+		}
+	}
+	if index != "" {
+		sh, err := safetensors.OpenIndex(filepath.Join(dir, index))
 		if err != nil {
 			return nil, "", err
 		}
 		files = sh.Shards()
 		sh.Close()
-		return files, filepath.Base(indexes[0]), nil
+		return files, index, nil
 	}
 	matches, _ := filepath.Glob(filepath.Join(dir, "*.safetensors"))
-	if len(matches) == 0 {
+	switch len(matches) {
+	case 0:
 		return nil, "", fmt.Errorf("quant: %s holds no safetensors file", dir)
+	case 1:
+		return []string{filepath.Base(matches[0])}, "", nil
 	}
-	for _, m := range matches {
-		files = append(files, filepath.Base(m))
-	}
-	return files, "", nil
+	return nil, "", fmt.Errorf("quant: %s holds %d safetensors files and no model.safetensors nor index", dir, len(matches))
+}
+
+// isFile reports whether path is a regular file, following links.
+func isFile(path string) bool {
+	info, err := os.Stat(path)
+	return err == nil && info.Mode().IsRegular()
 }
 
 // quantizeFile writes the file in at out with its Linear weights quantized,
 // records what it did in sum and the tensors' file in weightMap, and
 // returns the size of the tensors written.
-func quantizeFile(in, out string, s Strategy, sum *Summary, weightMap map[string]any, heads map[string]bool) (uint64, error) {
+func quantizeFile(ctx context.Context, in, out string, s Strategy, sum *Summary, weightMap map[string]any, heads map[string]bool) (uint64, error) {
 	r, err := safetensors.Open(in)
 	if err != nil {
 		return 0, err
@@ -218,6 +252,9 @@ func quantizeFile(in, out string, s Strategy, sum *Summary, weightMap map[string
 		weightMap[t.Name] = filepath.Base(out)
 	}
 	for _, info := range h.Tensors {
+		if ctx.Err() != nil {
+			return 0, fmt.Errorf("%s not written: %w", out, context.Cause(ctx))
+		}
 		t, err := r.Tensor(info.Name)
 		if err != nil {
 			return 0, err
@@ -298,7 +335,7 @@ func QuantizationConfig(s Strategy, ignore []string) map[string]any {
 // none, with the quantization_config, as update_config does.
 func writeConfig(in, out string, s Strategy, ignore []string) error {
 	cfg := map[string]any{}
-	data, err := os.ReadFile(in)
+	data, err := readRegular(in)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 	case err != nil:
@@ -313,7 +350,7 @@ func writeConfig(in, out string, s Strategy, ignore []string) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(out, text, 0o644)
+	return writeFileSync(out, text)
 }
 
 func decodeObject(data []byte) (map[string]any, error) {
@@ -352,11 +389,11 @@ func writeIndex(in, out string, weightMap map[string]any, total uint64) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(out, append(text, '\n'), 0o644)
+	return writeFileSync(out, append(text, '\n'))
 }
 
 func copyFile(src, dst string) error {
-	in, err := os.Open(src)
+	in, err := os.Open(src) // a regular file: see isFile
 	if err != nil {
 		return err
 	}
@@ -369,5 +406,62 @@ func copyFile(src, dst string) error {
 		out.Close()
 		return err
 	}
-	return out.Close()
+	return syncClose(out)
+}
+
+// readRegular reads the file at path, refusing one that is not a regular
+// file (a FIFO would block the read).
+func readRegular(path string) ([]byte, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("quant: %s: %w (mode %v)", path, safetensors.ErrNotRegular, info.Mode())
+	}
+	return os.ReadFile(path)
+}
+
+// writeFileSync writes data to a new file at path and syncs it, so that
+// the directory renamed into place at the end holds it on disk.
+func writeFileSync(path string, data []byte) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	return syncClose(f)
+}
+
+func syncClose(f *os.File) error {
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// mkdirTemp makes a new directory in dir whose name starts with prefix,
+// with mode 0777 less the umask, as the directory it becomes once renamed
+// should have (os.MkdirTemp gives 0700).
+func mkdirTemp(dir, prefix string) (string, error) {
+	for {
+		name := filepath.Join(dir, prefix+strconv.FormatUint(rand.Uint64(), 36))
+		err := os.Mkdir(name, 0o777)
+		if !errors.Is(err, fs.ErrExist) {
+			return name, err
+		}
+	}
+}
+
+// syncDir syncs the directory dir, so that the names in it are on disk,
+// where the system allows it.
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
 }

@@ -27,9 +27,14 @@ the other files are copied. DST appears only when complete.`)
 	if err != nil {
 		return usageError(fs, "--per must be channel or tensor, not %q", *per)
 	}
-	sum, err := quant.WriteModel(operands[0], operands[1], s)
+	ctx, stop := catchInterrupts()
+	defer stop()
+	sum, err := quant.WriteModelContext(ctx, operands[0], operands[1], s)
 	if err != nil {
 		fmt.Fprintf(stderr, "safetensors quantize: %s\n", errorText(err))
+		if status := interruptStatus(err); status != 0 {
+			return status
+		}
 		return exitFail
 	}
 	fmt.Fprintf(stdout, "%s: %d weights quantized to int8 per %v, %d tensors kept, %d other files copied (ignored modules: %v)\n",

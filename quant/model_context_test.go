@@ -1,0 +1,64 @@
+package quant
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/safetensors-go/safetensors"
+)
+
+func writeLinear(t *testing.T, path string) {
+	t.Helper()
+	w, err := safetensors.TensorFromFloat32s("model.layers.0.mlp.up_proj.weight", safetensors.F32, []uint64{2, 2}, []float32{1, -2, 3, 4}, safetensors.RoundNearestEven)
+	require.NoError(t, err)
+	require.NoError(t, safetensors.WriteFile(path, []safetensors.Tensor{w}, nil))
+}
+
+// TestWriteModelCancelled: a cancelled write leaves neither DST nor its
+// temporary directory.
+func TestWriteModelCancelled(t *testing.T) {
+	src := t.TempDir()
+	writeLinear(t, filepath.Join(src, "model.safetensors"))
+	parent := t.TempDir()
+	dst := filepath.Join(parent, "out")
+	cause := errors.New("stop")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(cause)
+	_, err := WriteModelContext(ctx, src, dst, PerChannel)
+	require.ErrorIs(t, err, cause)
+	entries, err := os.ReadDir(parent)
+	require.NoError(t, err)
+	assert.Empty(t, entries)
+}
+
+// TestModelFilesOrder: model.safetensors wins over an index, as in
+// transformers and safetensors.OpenIndex; links to files are copied.
+func TestModelFilesOrder(t *testing.T) {
+	src := t.TempDir()
+	writeLinear(t, filepath.Join(src, "model.safetensors"))
+	require.NoError(t, os.WriteFile(filepath.Join(src, "other.safetensors.index.json"), []byte("{}"), 0o644))
+	blob := filepath.Join(t.TempDir(), "blob")
+	require.NoError(t, os.WriteFile(blob, []byte(`{"a": 1}`), 0o644))
+	require.NoError(t, os.Symlink(blob, filepath.Join(src, "tokenizer.json")))
+	dst := filepath.Join(t.TempDir(), "out")
+	sum, err := WriteModel(src, dst, PerChannel)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"model.safetensors"}, sum.Files)
+	assert.Contains(t, sum.Copied, "tokenizer.json")
+	data, err := os.ReadFile(filepath.Join(dst, "tokenizer.json"))
+	require.NoError(t, err)
+	assert.Equal(t, `{"a": 1}`, string(data))
+	info, err := os.Stat(dst)
+	require.NoError(t, err)
+	ref := filepath.Join(t.TempDir(), "ref")
+	require.NoError(t, os.Mkdir(ref, 0o777))
+	want, err := os.Stat(ref)
+	require.NoError(t, err)
+	assert.Equal(t, want.Mode().Perm(), info.Mode().Perm(), "0777 less the umask, not MkdirTemp's 0700")
+}
