@@ -104,3 +104,75 @@ func ExampleOpen() {
 	// alice alice__vec
 	// bob bob__vec
 }
+
+// A key-value dataset whose names join key and column with "/", written
+// from bytes, and read back with the separator and the core's ReadAll.
+func ExampleWriter_WriteSample() {
+	dir, err := os.MkdirTemp("", "dataset")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	w, err := dataset.Create(dir, dataset.Options{
+		Mode:      dataset.Batch,
+		BatchSize: 2,
+		Columns:   []dataset.Column{{Name: "label", DType: safetensors.U8, Shape: []uint64{}}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, label := range []byte{7, 8, 9} {
+		if err := w.WriteSample([]byte{label}); err != nil { // one []byte a column
+			log.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		log.Fatal(err)
+	}
+	d, err := dataset.Open(dir, safetensors.ReadAll()) // read into memory, not mapped
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer d.Close()
+	for _, s := range d.Manifest().Shards {
+		fmt.Println(s.Samples)
+	}
+	// Output:
+	// 2
+	// 1
+}
+
+func ExampleSeparator() {
+	dir, err := os.MkdirTemp("", "dataset")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	w, err := dataset.Create(dir, dataset.Options{
+		Mode:      dataset.KeyValue,
+		Separator: "/",
+		Columns:   []dataset.Column{{Name: "id", DType: safetensors.I32, Shape: []uint64{1}}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, key := range []string{"user7", "user8"} {
+		if err := w.WriteKV(key, []byte{key[4] - '0', 0, 0, 0}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		log.Fatal(err)
+	}
+	d, err := dataset.Open(dir, dataset.Separator("/")) // the manifest does not record it
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer d.Close()
+	shard, err := d.Shard("user7/id")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(len(shard) > 0, d.Columns()[0].Name)
+	// Output: true id
+}

@@ -2,6 +2,8 @@ package quant_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/safetensors-go/safetensors"
 	"github.com/safetensors-go/safetensors/quant"
@@ -39,4 +41,51 @@ func ExampleCompressWeight() {
 	// Output:
 	// proj.weight I8 [127 -64 32 0 0 0]
 	// proj.weight_scale BF16 [2 1] [0.007873535 0.0078125]
+}
+
+func ExampleWriteModel() {
+	src, err := os.MkdirTemp("", "model")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(src)
+	// A model directory: one Linear weight, one norm, and its config.json.
+	up, _ := safetensors.TensorFromFloat32s("model.layers.0.mlp.up_proj.weight", safetensors.BF16, []uint64{2, 2},
+		[]float32{1, -2, 0.5, 4}, safetensors.RoundNearestEven)
+	norm, _ := safetensors.TensorFromFloat32s("model.norm.weight", safetensors.BF16, []uint64{2},
+		[]float32{1, 1}, safetensors.RoundNearestEven)
+	if err := safetensors.WriteFile(filepath.Join(src, "model.safetensors"), []safetensors.Tensor{up, norm}, nil); err != nil {
+		panic(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "config.json"), []byte(`{"model_type": "llama"}`), 0o644); err != nil {
+		panic(err)
+	}
+	dst := src + "-w8a8"
+	defer os.RemoveAll(dst)
+	sum, err := quant.WriteModel(src, dst, quant.PerChannel)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("quantized:", sum.Quantized)
+	fmt.Println("kept:", sum.Kept)
+	r, err := safetensors.Open(filepath.Join(dst, "model.safetensors"))
+	if err != nil {
+		panic(err)
+	}
+	defer r.Close()
+	q, _ := r.Tensor("model.layers.0.mlp.up_proj.weight")
+	w, _ := quant.DecompressWeight(q, must(r.Tensor("model.layers.0.mlp.up_proj.weight_scale")))
+	values, _ := w.Float32s()
+	fmt.Println(q.DType, values) // within scale/2 of the weights
+	// Output:
+	// quantized: [model.layers.0.mlp.up_proj.weight]
+	// kept: [model.norm.weight]
+	// I8 [1.0078125 -2 0.50390625 4]
+}
+
+func must(t safetensors.Tensor, err error) safetensors.Tensor {
+	if err != nil {
+		panic(err)
+	}
+	return t
 }
