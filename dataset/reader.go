@@ -24,6 +24,7 @@ type Dataset struct {
 	m        Manifest
 	mode     Mode
 	sep      string
+	sepGiven bool     // Separator was given: a hint of key-value mode
 	colNames []string // given with Columns, longest first
 	readOpts []safetensors.ReadOption
 	columns  []Column       // sorted by name
@@ -61,8 +62,13 @@ type datasetOption func(*Dataset)
 // chose another (the manifest does not record it). With the empty
 // separator, a name alone cannot tell the key from the column: give the
 // columns with Columns, or each tensor is read as a sample of its own,
-// keyed by its full name, with one column named "".
-func Separator(sep string) OpenOption { return datasetOption(func(d *Dataset) { d.sep = sep }) }
+// keyed by its full name, with one column named "". A dataset whose shards
+// both modes could have written (a key-value dataset of one key, whose
+// tensors' first dimension is its sample count) is read as key-value when
+// Separator or Columns is given, as batch otherwise.
+func Separator(sep string) OpenOption {
+	return datasetOption(func(d *Dataset) { d.sep, d.sepGiven = sep, true })
+}
 
 // Columns names the columns of a key-value dataset, so that a tensor name
 // is split as key + separator + the longest column that ends it, rather
@@ -252,7 +258,8 @@ func (d *Dataset) checkShards() error {
 // tellMode tells the mode from the shards' tensors: Batch when every shard
 // holds the schema's tensors and nothing else, each with the shard's
 // sample count as its first dimension, unless the names split into more
-// than one key at the separator; KeyValue otherwise.
+// than one key at the separator (or into one, where Separator or Columns
+// was given); KeyValue otherwise.
 func (d *Dataset) tellMode(headers []*safetensors.Header) Mode {
 	keys := make(map[string]int)
 	cols := make(map[string]bool)
@@ -274,8 +281,10 @@ func (d *Dataset) tellMode(headers []*safetensors.Header) Mode {
 		}
 	}
 	// Both readings fit the shards: key-value if the names split into
-	// several keys that each have every column.
-	if splits && len(keys) > 1 {
+	// several keys that each have every column, or into one key where the
+	// caller named the separator or the columns, which only key-value
+	// datasets have.
+	if splits && (len(keys) > 1 || d.sepGiven || len(d.colNames) > 0) {
 		for _, n := range keys {
 			if n != len(cols) {
 				return Batch

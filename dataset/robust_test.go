@@ -260,3 +260,23 @@ func TestBatchColumnsWithSeparator(t *testing.T) {
 	}
 	assert.Equal(t, 3, n)
 }
+
+// TestOneKeyWithSeparator: a key-value dataset of one key, whose shard
+// batch mode could have written too, opens as key-value when the
+// separator is given, as batch otherwise.
+func TestOneKeyWithSeparator(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ds")
+	w, err := Create(dir, Options{Mode: KeyValue, Separator: "/", Columns: []Column{{Name: "id", DType: safetensors.I32, Shape: []uint64{1}}}})
+	require.NoError(t, err)
+	require.NoError(t, w.WriteKV("user7", []byte{7, 0, 0, 0}))
+	require.NoError(t, w.Close())
+	d, err := Open(dir, Separator("/"))
+	require.NoError(t, err)
+	assert.Equal(t, KeyValue, d.Mode())
+	assert.Equal(t, "id", d.Columns()[0].Name)
+	require.NoError(t, d.Close())
+	d, err = Open(dir)
+	require.NoError(t, err)
+	assert.Equal(t, Batch, d.Mode())
+	require.NoError(t, d.Close())
+}
