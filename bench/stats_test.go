@@ -3,7 +3,6 @@ package bench
 import (
 	"math"
 	"testing"
-	"time"
 	"unsafe"
 
 	"github.com/safetensors-go/safetensors"
@@ -26,39 +25,18 @@ func BenchmarkStats(b *testing.B) {
 	}
 	t := safetensors.Tensor{Name: "w", DType: safetensors.F32, Shape: []uint64{uint64(len(vals))}, Data: data}
 	var sink float32
-	sides := []func(){
-		func() {
-			s, err := t.Stats()
-			if err != nil {
-				b.Fatal(err)
-			}
-			sink += float32(s.Mean)
-		},
-		func() {
-			var s float32
-			for _, v := range vals {
-				s += v
-			}
-			sink += s
-		},
-	}
-	best := make([]time.Duration, len(sides))
-	round := 0
-	b.SetBytes(int64(size))
-	b.ReportAllocs()
-	for b.Loop() {
-		for k := range sides {
-			i := (k + round) % len(sides)
-			start := time.Now()
-			sides[i]()
-			if d := time.Since(start); best[i] == 0 || d < best[i] {
-				best[i] = d
-			}
+	race(b, size, []string{"stats", "sum"}, func() {
+		s, err := t.Stats()
+		if err != nil {
+			b.Fatal(err)
 		}
-		round++
-	}
-	b.ReportMetric(float64(size)/best[0].Seconds()/1e9, "stats-GB/s")
-	b.ReportMetric(float64(size)/best[1].Seconds()/1e9, "sum-GB/s")
-	b.ReportMetric(best[1].Seconds()/best[0].Seconds(), "x")
+		sink += float32(s.Mean)
+	}, func() {
+		var s float32
+		for _, v := range vals {
+			s += v
+		}
+		sink += s
+	})
 	_ = sink
 }
