@@ -46,7 +46,7 @@ func ExampleLoadFile() {
 		}
 		fmt.Println(t.Name, t.Data)
 	}
-	// Output:
+	// Unordered output:
 	// a [1 2]
 	// b [3 4 5]
 }
