@@ -84,7 +84,7 @@ func CompressWeight(w safetensors.Tensor, s Strategy) (q, scale safetensors.Tens
 		}
 		err = forRows(out, in, func(lo, hi int, buf []float32) error {
 			for r := lo; r < hi; r++ {
-				if w.DType == safetensors.BF16 {
+				if w.DType == safetensors.BF16 && !useAVX2 {
 					quantRowBF16(q.Data[r*in:(r+1)*in], w.Data[2*r*in:2*(r+1)*in], scales[r], m)
 					continue
 				}
@@ -100,7 +100,7 @@ func CompressWeight(w safetensors.Tensor, s Strategy) (q, scale safetensors.Tens
 	}
 	err = forRows(out, in, func(lo, hi int, buf []float32) error {
 		for r := lo; r < hi; r++ {
-			if w.DType == safetensors.BF16 {
+			if w.DType == safetensors.BF16 && !useAVX2 {
 				raw := w.Data[2*r*in : 2*(r+1)*in]
 				m, bad := rowMaxAbsBF16(raw)
 				if bad >= 0 {
@@ -194,6 +194,19 @@ func row(w safetensors.Tensor, r, in int, buf []float32) []float32 {
 
 // rowMaxAbs returns max|x| over x, or the index of a NaN or ±Inf.
 func rowMaxAbs(x []float32) (m float32, bad int) {
+	hi := maxAbsBits(x)
+	if hi >= 0x7f800000 {
+		for i, v := range x {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return 0, i
+			}
+		}
+	}
+	return math.Float32frombits(hi), -1
+}
+
+// maxAbsBitsGo returns the largest float32 bits of x, sign cleared.
+func maxAbsBitsGo(x []float32) uint32 {
 	var h0, h1, h2, h3 uint32 // four chains of max, not one
 	i := 0
 	for ; i+4 <= len(x); i += 4 {
@@ -206,15 +219,7 @@ func rowMaxAbs(x []float32) (m float32, bad int) {
 	for _, v := range x[i:] {
 		h0 = max(h0, math.Float32bits(v)&0x7fffffff)
 	}
-	hi := max(h0, h1, h2, h3)
-	if hi >= 0x7f800000 {
-		for i, v := range x {
-			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-				return 0, i
-			}
-		}
-	}
-	return math.Float32frombits(hi), -1
+	return max(h0, h1, h2, h3)
 }
 
 // rowMaxAbsBF16 returns max|x| over a row of BF16 bytes, or the index of
@@ -287,7 +292,7 @@ func maxAbs(w safetensors.Tensor, out, in int) (float32, error) {
 	err := forRows(out, in, func(lo, hi int, buf []float32) error {
 		var local float32
 		for r := lo; r < hi; r++ {
-			if w.DType == safetensors.BF16 {
+			if w.DType == safetensors.BF16 && !useAVX2 {
 				raw := w.Data[2*r*in : 2*(r+1)*in]
 				rm, bad := rowMaxAbsBF16(raw)
 				if bad >= 0 {
@@ -361,6 +366,21 @@ func roundF16(f float32) float32 {
 // into q; m is at least max|x| over x.
 func quantRow(q []byte, x []float32, scale, m float32, d safetensors.DType) {
 	q = q[:len(x)]
+	// With AVX2, eight quotients at a time, each rounded as the rule says.
+	switch d {
+	case safetensors.BF16:
+		if quantRoundDiv(q, x, scale, 16) > 0 {
+			return
+		}
+	case safetensors.F16:
+		if quantRoundDiv(q, x, scale, 13) > 0 {
+			return
+		}
+	default:
+		if quantF32Div(q, x, scale) > 0 {
+			return
+		}
+	}
 	inv := 1 / scale
 	if inv > math.MaxFloat32 {
 		rnd := rounder(d)

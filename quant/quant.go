@@ -38,7 +38,10 @@ var ErrUnsupported = errors.New("quant: unsupported tensor")
 //	scale   = max_abs / 127
 //
 // each operation in float32, so that [-0.5, -0.25, 0.1, 0.5] gives
-// [-127, -64, 25, 127] and scale 0.5/127. An all-zero (or empty) x gives all
+// [-127, -64, 25, 127] and scale 0.5/127. Where max_abs is so small (below
+// about 3.7e-37) that 127 / max_abs overflows float32, the factor is
+// computed in float64 and each product rounded to float32, so that q still
+// spans [-127, 127]. An all-zero (or empty) x gives all
 // zeros and scale 0, which Dequantize turns back into zeros. q is appended to
 // dst[:0]. A NaN or ±Inf in x gives an error wrapping ErrNotFinite, naming
 // the index of the first. A large x is quantized in parallel.
@@ -68,22 +71,39 @@ func Quantize(dst []int8, x []float32) (q []int8, scale float32, err error) {
 		return q, 0, nil
 	}
 	factor := 127 / maxAbs
-	parts(len(x), func(lo, hi int) { roundAwayRow(q[lo:hi], x[lo:hi], factor) })
+	if math.IsInf(float64(factor), 1) {
+		// max_abs below 127 / MaxFloat32 (about 3.7e-37): the factor
+		// overflows float32, and is taken in float64.
+		wide := 127 / float64(maxAbs)
+		parts(len(x), func(lo, hi int) { roundAwayWide(q[lo:hi], x[lo:hi], wide) })
+		return q, maxAbs / 127, nil
+	}
+	parts(len(x), func(lo, hi int) { roundAway(q[lo:hi], x[lo:hi], factor) })
 	return q, maxAbs / 127, nil
+}
+
+// roundAwayWide is roundAwayRow for a factor beyond float32's range: each v
+// * factor is computed in float64, then rounded to float32.
+func roundAwayWide(q []int8, x []float32, factor float64) {
+	q = q[:len(x)]
+	for i, v := range x {
+		y := float64(float32(float64(v) * factor))
+		n := int64(math.Copysign(math.Floor(math.Abs(y)+0.5), y))
+		q[i] = int8(max(min(n, 127), -128))
+	}
 }
 
 // roundAwayRow writes round(clamp(v * factor, -128, 127)), rounding half
 // away from zero, for each v of x into q. v * factor is rounded to float32;
 // adding ±1/2 to it in float64 is exact, and the conversion truncates
-// toward zero, which rounds the float32 half away from zero. |v * factor|
-// must be below 2^62; Quantize's are at most 127 (and a rounding).
+// toward zero, which rounds the float32 half away from zero. x and factor
+// must be finite.
 func roundAwayRow(q []int8, x []float32, factor float32) {
 	q = q[:len(x)]
 	for i, v := range x {
-		y := float32(v * factor)
+		y := min(max(float32(v*factor), -128), 127)
 		half := math.Float64frombits(0x3fe0000000000000 | uint64(math.Float32bits(y)>>31)<<63)
-		n := int64(float64(y) + half)
-		q[i] = int8(max(min(n, 127), -128))
+		q[i] = int8(int64(float64(y) + half))
 	}
 }
 

@@ -293,9 +293,10 @@ func TestIsLinearWeight(t *testing.T) {
 	assert.False(t, IsLinearWeight("model.layers.0.self_attn.q_proj.weight", []uint64{4}))
 }
 
-// TestQuantRowBF16AllValues checks quantRow's BF16 path, which multiplies
-// by the reciprocal unless near a rounding boundary, against the division
-// the rule specifies, for every finite BF16 value and many scales.
+// TestQuantRowBF16AllValues checks quantRow's BF16 path (the AVX2 loop
+// where the machine has it; else, as with the purego tag, the loop that
+// multiplies by the reciprocal unless near a rounding boundary) against the
+// division the rule specifies, for every finite BF16 value and many scales.
 func TestQuantRowBF16AllValues(t *testing.T) {
 	var x []float32
 	for b := range 1 << 16 {
@@ -460,8 +461,9 @@ func TestQuantRowBF16Table(t *testing.T) {
 	t.Logf("%d values checked", checked)
 }
 
-// TestQuantRowF16AllValues checks quantRow's F16 path, which multiplies by
-// the reciprocal unless near an F16 midpoint and rounds by bits, against the
+// TestQuantRowF16AllValues checks quantRow's F16 path (the AVX2 loop, or
+// without it the one that multiplies by the reciprocal unless near an F16
+// midpoint), both rounding by bits, against the
 // rule's definition for every finite F16 value and many F16 scales: every
 // mantissa at a few exponents (every eighth at one with -short), random
 // ones, the extremes.
@@ -499,8 +501,9 @@ func TestQuantRowF16AllValues(t *testing.T) {
 	}
 }
 
-// TestQuantRowF32 checks quantRow's F32 path, which multiplies by the
-// reciprocal unless near a half-integer, against the rule's definition for
+// TestQuantRowF32 checks quantRow's F32 path (the AVX2 loop, which
+// divides, or without it the one that multiplies by the reciprocal unless
+// near a half-integer) against the rule's definition for
 // random values and for the values nearest the ties (k + 1/2) · scale and
 // the clamps, at many scales, with max|x| as the bound.
 func TestQuantRowF32(t *testing.T) {
