@@ -74,7 +74,11 @@ type Sharded struct {
 // since checking the checkpoint needs every shard's header and Open costs
 // no more than that: the data is mapped, not read. It checks what
 // NewSharded checks, and that every shard is inside the index's directory
-// (no "..", no absolute path, no symbolic link leading out). Errors wrap
+// (no "..", no absolute path, no symbolic link leading out). One layout
+// widens that directory: in a snapshot of the Hugging Face cache
+// (.../models--org--name/snapshots/REVISION/, where every file is a link to
+// ../../blobs/HASH), shards may lead anywhere inside the model's cache
+// directory, .../models--org--name, and no further. Errors wrap
 // ErrInvalidIndex, and what a shard's Open returned; they name the files
 // and tensors involved.
 //
@@ -100,14 +104,36 @@ func OpenIndex(path string, opts ...ReadOption) (*Sharded, error) {
 	if err != nil {
 		return nil, err
 	}
-	root, err := os.OpenRoot(filepath.Dir(path))
+	rootDir, prefix := shardRoot(filepath.Dir(path))
+	root, err := os.OpenRoot(rootDir)
 	if err != nil {
 		return nil, err
 	}
 	defer root.Close()
 	return NewSharded(path, data, func(shard string) (*Reader, error) {
-		return openShard(root, shard, cfg)
+		return openShard(root, prefix, shard, cfg)
 	})
+}
+
+// shardRoot returns the directory that the shards of an index in dir must
+// stay inside, and dir's path inside it: dir itself, or, for a snapshot of
+// the Hugging Face cache (a directory whose parent is named "snapshots",
+// and whose grandparent is the model's cache directory, named
+// models--org--name, datasets--... or spaces--...), the model's cache
+// directory, whose blobs the snapshot's files link to.
+func shardRoot(dir string) (root, prefix string) {
+	dir = filepath.Clean(dir)
+	snapshots := filepath.Dir(dir)
+	repo := filepath.Dir(snapshots)
+	if filepath.Base(snapshots) != "snapshots" || snapshots == dir || repo == snapshots {
+		return dir, ""
+	}
+	for _, kind := range []string{"models--", "datasets--", "spaces--"} {
+		if strings.HasPrefix(filepath.Base(repo), kind) {
+			return repo, filepath.Join("snapshots", filepath.Base(dir))
+		}
+	}
+	return dir, ""
 }
 
 // openSingle opens the safetensors file at path as a Sharded of one shard.
@@ -397,9 +423,11 @@ func (s *Sharded) openShards(weightMap map[string]string, open func(string) (*Re
 	return unlisted, nil
 }
 
-// openShard opens the named shard inside root.
-func openShard(root *os.Root, file string, cfg *readConfig) (*Reader, error) {
-	f, err := openRegularIn(root, filepath.FromSlash(file))
+// openShard opens the named shard of the index in directory prefix of
+// root.
+func openShard(root *os.Root, prefix, file string, cfg *readConfig) (*Reader, error) {
+	name := filepath.Join(prefix, filepath.FromSlash(file))
+	f, err := openRegularIn(root, name)
 	if err != nil {
 		return nil, err
 	}
@@ -408,7 +436,7 @@ func openShard(root *os.Root, file string, cfg *readConfig) (*Reader, error) {
 	if err == nil && r.local != nil {
 		// A Loader opens the file again by this path, and checks that it
 		// is this file.
-		r.local.path = filepath.Join(root.Name(), filepath.FromSlash(file))
+		r.local.path = filepath.Join(root.Name(), name)
 	}
 	return r, err
 }

@@ -2,6 +2,7 @@ package safetensors
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -630,4 +631,68 @@ func TestOpenIndexFinds(t *testing.T) {
 		assert.True(t, errors.Is(err, ErrHeaderTooSmall), "%v", err)
 		assert.Contains(t, err.Error(), "model.safetensors")
 	})
+}
+
+// TestOpenIndexHubCache opens a sharded checkpoint laid out as the Hugging
+// Face cache keeps it: a snapshot directory of links to ../../blobs. Its
+// shards lead out of the snapshot but stay inside the model's cache
+// directory, which OpenIndex allows there and nowhere else; a link out of
+// the model's cache directory is still refused.
+func TestOpenIndexHubCache(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("symbolic links need privileges on Windows")
+	}
+	fx := loadShardedFixture(t)
+	written := writeFixture(t, fx)
+	cache := t.TempDir()
+	repo := filepath.Join(cache, "models--org--tiny")
+	snapshot := filepath.Join(repo, "snapshots", "0123abcd")
+	require.NoError(t, os.MkdirAll(filepath.Join(repo, "blobs"), 0o755))
+	require.NoError(t, os.MkdirAll(snapshot, 0o755))
+	for i, name := range dirNames(t, written) {
+		blob := fmt.Sprintf("blob%02d", i)
+		require.NoError(t, os.Rename(filepath.Join(written, name), filepath.Join(repo, "blobs", blob)))
+		require.NoError(t, os.Symlink(filepath.Join("..", "..", "blobs", blob), filepath.Join(snapshot, name)))
+	}
+
+	s, err := OpenIndex(snapshot)
+	require.NoError(t, err)
+	defer s.Close()
+	for _, want := range fx.tensors {
+		got, err := s.Tensor(want.Name)
+		require.NoError(t, err)
+		assert.Equal(t, want.Data, got.Data, want.Name)
+	}
+	want := make(map[string][]byte)
+	for _, tn := range fx.tensors {
+		want[tn.Name] = tn.Data
+	}
+	var loaded int
+	for tn, err := range (&Loader{}).Load(context.Background(), s) {
+		require.NoError(t, err)
+		loaded++
+		assert.Equal(t, want[tn.Name], tn.Data, tn.Name)
+	}
+	assert.Equal(t, len(fx.tensors), loaded)
+
+	// A directory that only looks like a snapshot gets no wider root.
+	plain := filepath.Join(cache, "other", "snapshots", "rev")
+	require.NoError(t, os.MkdirAll(plain, 0o755))
+	for _, name := range dirNames(t, snapshot) {
+		require.NoError(t, os.Symlink(filepath.Join("..", "..", "..", "models--org--tiny", "snapshots", "0123abcd", name), filepath.Join(plain, name)))
+	}
+	_, err = OpenIndex(plain)
+	assert.True(t, errors.Is(err, ErrInvalidIndex), "%v", err)
+
+	// A shard leading out of the model's cache directory is refused.
+	outside := filepath.Join(t.TempDir(), "elsewhere.safetensors")
+	shard := filepath.Join(snapshot, "model-00007-of-00007.safetensors")
+	blob, err := filepath.EvalSymlinks(shard)
+	require.NoError(t, err)
+	require.NoError(t, os.Rename(blob, outside))
+	require.NoError(t, os.Remove(shard))
+	require.NoError(t, os.Symlink(outside, shard))
+	_, err = OpenIndex(snapshot)
+	assert.True(t, errors.Is(err, ErrInvalidIndex), "%v", err)
+	assert.Contains(t, err.Error(), "model-00007-of-00007.safetensors")
 }
