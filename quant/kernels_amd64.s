@@ -7,8 +7,8 @@ TEXT ·maxAbsBitsAVX2(SB), NOSPLIT, $0-20
 	MOVQ x+0(FP), SI
 	MOVQ n+8(FP), CX
 	SHRQ $5, CX
-	MOVL $0x7fffffff, AX
-	MOVQ AX, X8
+	MOVL         $0x7fffffff, AX
+	MOVQ         AX, X8
 	VPBROADCASTD X8, Y8
 	VPXOR Y0, Y0, Y0
 	VPXOR Y1, Y1, Y1
@@ -59,14 +59,34 @@ DATA packOrder<>+24(SB)/4, $3
 DATA packOrder<>+28(SB)/4, $7
 GLOBL packOrder<>(SB), RODATA|NOPTR, $32
 
-// PACK32 saturates the 32 int32 values of Y0..Y3 to int8 (which clamps them
-// to [-128, 127]), puts them back in order and stores them at DI.
-#define PACK32 \
-	VPACKSSDW Y1, Y0, Y0; \
-	VPACKSSDW Y3, Y2, Y2; \
-	VPACKSSWB Y2, Y0, Y0; \
-	VPERMD    Y0, Y9, Y0; \
-	VMOVDQU   Y0, (DI)
+// BROADCAST puts the 32-bit constant v in every lane of Y, through X (the
+// low half of Y).
+#define BROADCAST(v, X, Y) \
+	MOVL         $v, AX; \
+	MOVQ         AX, X; \
+	VPBROADCASTD X, Y
+
+// START loads the arguments q (DI), x (SI), n / 32 (CX, jumping to done if
+// 0) and the float32 argument named arg (Y15, in every lane) of a loop
+// that writes int8 values, and its constants: packOrder (Y9), 127.0 (Y14),
+// -128.0 (Y13).
+#define START(arg, done) \
+	MOVQ         q+0(FP), DI; \
+	MOVQ         x+8(FP), SI; \
+	MOVQ         n+16(FP), CX; \
+	SHRQ         $5, CX; \
+	JZ           done; \
+	VBROADCASTSS arg+24(FP), Y15; \
+	VMOVDQU      packOrder<>(SB), Y9; \
+	BROADCAST(0x42fe0000, X14, Y14); \
+	BROADCAST(0xc3000000, X13, Y13)
+
+// LOAD4 loads the 32 float32 values at SI into Y0..Y3.
+#define LOAD4 \
+	VMOVUPS (SI), Y0; \
+	VMOVUPS 32(SI), Y1; \
+	VMOVUPS 64(SI), Y2; \
+	VMOVUPS 96(SI), Y3
 
 // CLAMP clamps the float32 values of Y to [-128, 127], held in Y13 and
 // Y14, so that any finite value converts to an int32 in range.
@@ -74,110 +94,48 @@ GLOBL packOrder<>(SB), RODATA|NOPTR, $32
 	VMINPS Y14, Y, Y; \
 	VMAXPS Y13, Y, Y
 
+// CONVERT4 clamps the float32 values of Y0..Y3 and converts them to int32,
+// rounding half to even (the rounding mode Go keeps in MXCSR).
+#define CONVERT4 \
+	CLAMP(Y0); \
+	CLAMP(Y1); \
+	CLAMP(Y2); \
+	CLAMP(Y3); \
+	VCVTPS2DQ Y0, Y0; \
+	VCVTPS2DQ Y1, Y1; \
+	VCVTPS2DQ Y2, Y2; \
+	VCVTPS2DQ Y3, Y3
+
+// NEXT saturates the 32 int32 values of Y0..Y3 to int8, puts them back in
+// order (two VPACKSSDW and a VPACKSSWB interleave the 128-bit lanes, which
+// VPERMD undoes), stores them at DI, and goes on to the next 32 values.
+#define NEXT(loop) \
+	VPACKSSDW Y1, Y0, Y0; \
+	VPACKSSDW Y3, Y2, Y2; \
+	VPACKSSWB Y2, Y0, Y0; \
+	VPERMD    Y0, Y9, Y0; \
+	VMOVDQU   Y0, (DI); \
+	ADDQ      $128, SI; \
+	ADDQ      $32, DI; \
+	DECQ      CX; \
+	JNZ       loop; \
+	VZEROUPPER
+
 // func quantF32DivAVX2(q, x unsafe.Pointer, n int, scale float32)
 TEXT ·quantF32DivAVX2(SB), NOSPLIT, $0-28
-	MOVQ         q+0(FP), DI
-	MOVQ         x+8(FP), SI
-	MOVQ         n+16(FP), CX
-	SHRQ         $5, CX
-	JZ           divdone
-	VBROADCASTSS scale+24(FP), Y15
-	VMOVDQU      packOrder<>(SB), Y9
-	MOVL         $0x42fe0000, AX
-	MOVQ         AX, X14
-	VPBROADCASTD X14, Y14
-	MOVL         $0xc3000000, AX
-	MOVQ         AX, X13
-	VPBROADCASTD X13, Y13
+	START(scale, divdone)
 
 divloop:
-	// The quotients, rounded to float32, clamped, then rounded to
-	// integers half to even (the rounding mode Go keeps in MXCSR).
-	VMOVUPS   (SI), Y0
-	VMOVUPS   32(SI), Y1
-	VMOVUPS   64(SI), Y2
-	VMOVUPS   96(SI), Y3
-	VDIVPS    Y15, Y0, Y0
-	VDIVPS    Y15, Y1, Y1
-	VDIVPS    Y15, Y2, Y2
-	VDIVPS    Y15, Y3, Y3
-	CLAMP(Y0)
-	CLAMP(Y1)
-	CLAMP(Y2)
-	CLAMP(Y3)
-	VCVTPS2DQ Y0, Y0
-	VCVTPS2DQ Y1, Y1
-	VCVTPS2DQ Y2, Y2
-	VCVTPS2DQ Y3, Y3
-	PACK32
-	ADDQ      $128, SI
-	ADDQ      $32, DI
-	DECQ      CX
-	JNZ       divloop
-	VZEROUPPER
+	// The quotients, rounded to float32 as IEEE 754 divides.
+	LOAD4
+	VDIVPS Y15, Y0, Y0
+	VDIVPS Y15, Y1, Y1
+	VDIVPS Y15, Y2, Y2
+	VDIVPS Y15, Y3, Y3
+	CONVERT4
+	NEXT(divloop)
 
 divdone:
-	RET
-
-// ROUNDAWAY rounds the float32 values of Y, which hold x * factor, to
-// integers half away from zero and converts them to int32: t = trunc(|y|)
-// and |y| - t (exact) decide whether t goes up by one; y's sign is put
-// back, and the result clamped.
-// Y10 holds 0x7fffffff, Y11 0.5, Y12 1.0; T is a scratch register.
-#define ROUNDAWAY(Y, A, T) \
-	VANDPS     Y10, Y, A; \
-	VROUNDPS   $3, A, T; \
-	VSUBPS     T, A, A; \
-	VCMPPS     $0x0d, Y11, A, A; \
-	VANDPS     Y12, A, A; \
-	VADDPS     A, T, T; \
-	VANDNPS    Y, Y10, Y; \
-	VORPS      T, Y, Y; \
-	CLAMP(Y); \
-	VCVTTPS2DQ Y, Y
-
-// func roundAwayAVX2(q, x unsafe.Pointer, n int, factor float32)
-TEXT ·roundAwayAVX2(SB), NOSPLIT, $0-28
-	MOVQ         q+0(FP), DI
-	MOVQ         x+8(FP), SI
-	MOVQ         n+16(FP), CX
-	SHRQ         $5, CX
-	JZ           awaydone
-	VBROADCASTSS factor+24(FP), Y15
-	VMOVDQU      packOrder<>(SB), Y9
-	MOVL         $0x42fe0000, AX
-	MOVQ         AX, X14
-	VPBROADCASTD X14, Y14
-	MOVL         $0xc3000000, AX
-	MOVQ         AX, X13
-	VPBROADCASTD X13, Y13
-	MOVL         $0x7fffffff, AX
-	MOVQ         AX, X10
-	VPBROADCASTD X10, Y10
-	MOVL         $0x3f000000, AX
-	MOVQ         AX, X11
-	VPBROADCASTD X11, Y11
-	MOVL         $0x3f800000, AX
-	MOVQ         AX, X12
-	VPBROADCASTD X12, Y12
-
-awayloop:
-	VMULPS (SI), Y15, Y0
-	VMULPS 32(SI), Y15, Y1
-	VMULPS 64(SI), Y15, Y2
-	VMULPS 96(SI), Y15, Y3
-	ROUNDAWAY(Y0, Y4, Y5)
-	ROUNDAWAY(Y1, Y6, Y7)
-	ROUNDAWAY(Y2, Y4, Y5)
-	ROUNDAWAY(Y3, Y6, Y7)
-	PACK32
-	ADDQ   $128, SI
-	ADDQ   $32, DI
-	DECQ   CX
-	JNZ    awayloop
-	VZEROUPPER
-
-awaydone:
 	RET
 
 // ROUNDTO rounds the float32 values of Y to fewer mantissa bits, to nearest
@@ -193,60 +151,68 @@ awaydone:
 
 // func quantRoundDivAVX2(q, x unsafe.Pointer, n int, scale float32, shift, bias, mask uint32)
 TEXT ·quantRoundDivAVX2(SB), NOSPLIT, $0-40
-	MOVQ         q+0(FP), DI
-	MOVQ         x+8(FP), SI
-	MOVQ         n+16(FP), CX
-	SHRQ         $5, CX
-	JZ           rounddone
-	VBROADCASTSS scale+24(FP), Y15
-	VMOVDQU      packOrder<>(SB), Y9
-	MOVL         $0x42fe0000, AX
-	MOVQ         AX, X14
-	VPBROADCASTD X14, Y14
-	MOVL         $0xc3000000, AX
-	MOVQ         AX, X13
-	VPBROADCASTD X13, Y13
-	MOVL         shift+28(FP), AX
-	MOVQ         AX, X8
-	MOVL         $1, AX
-	MOVQ         AX, X7
-	VPBROADCASTD X7, Y7
-	MOVL         bias+32(FP), AX
-	MOVQ         AX, X6
+	START(scale, rounddone)
+	MOVL shift+28(FP), AX
+	MOVQ AX, X8
+	BROADCAST(1, X7, Y7)
+	MOVL bias+32(FP), AX
+	MOVQ AX, X6
 	VPBROADCASTD X6, Y6
-	MOVL         mask+36(FP), AX
-	MOVQ         AX, X5
+	MOVL mask+36(FP), AX
+	MOVQ AX, X5
 	VPBROADCASTD X5, Y5
 
 roundloop:
-	// The quotients, rounded to float32 and then to the weight's dtype,
-	// clamped, and rounded to integers half to even.
-	VMOVUPS   (SI), Y0
-	VMOVUPS   32(SI), Y1
-	VMOVUPS   64(SI), Y2
-	VMOVUPS   96(SI), Y3
-	VDIVPS    Y15, Y0, Y0
-	VDIVPS    Y15, Y1, Y1
-	VDIVPS    Y15, Y2, Y2
-	VDIVPS    Y15, Y3, Y3
+	// The quotients, rounded to float32 and then to the weight's dtype.
+	LOAD4
+	VDIVPS Y15, Y0, Y0
+	VDIVPS Y15, Y1, Y1
+	VDIVPS Y15, Y2, Y2
+	VDIVPS Y15, Y3, Y3
 	ROUNDTO(Y0, Y4)
 	ROUNDTO(Y1, Y10)
 	ROUNDTO(Y2, Y11)
 	ROUNDTO(Y3, Y12)
-	CLAMP(Y0)
-	CLAMP(Y1)
-	CLAMP(Y2)
-	CLAMP(Y3)
-	VCVTPS2DQ Y0, Y0
-	VCVTPS2DQ Y1, Y1
-	VCVTPS2DQ Y2, Y2
-	VCVTPS2DQ Y3, Y3
-	PACK32
-	ADDQ      $128, SI
-	ADDQ      $32, DI
-	DECQ      CX
-	JNZ       roundloop
-	VZEROUPPER
+	CONVERT4
+	NEXT(roundloop)
 
 rounddone:
+	RET
+
+// ROUNDAWAY rounds the float32 values of Y, which hold x * factor, to
+// integers half away from zero, clamps them and converts them to int32:
+// t = trunc(|y|) and |y| - t (exact) decide whether t goes up by one, and
+// y's sign is put back. Y10 holds 0x7fffffff, Y11 0.5, Y12 1.0; A and T
+// are scratch registers.
+#define ROUNDAWAY(Y, A, T) \
+	VANDPS     Y10, Y, A; \
+	VROUNDPS   $3, A, T; \
+	VSUBPS     T, A, A; \
+	VCMPPS     $0x0d, Y11, A, A; \
+	VANDPS     Y12, A, A; \
+	VADDPS     A, T, T; \
+	VANDNPS    Y, Y10, Y; \
+	VORPS      T, Y, Y; \
+	CLAMP(Y); \
+	VCVTTPS2DQ Y, Y
+
+// func roundAwayAVX2(q, x unsafe.Pointer, n int, factor float32)
+TEXT ·roundAwayAVX2(SB), NOSPLIT, $0-28
+	START(factor, awaydone)
+	BROADCAST(0x7fffffff, X10, Y10)
+	BROADCAST(0x3f000000, X11, Y11)
+	BROADCAST(0x3f800000, X12, Y12)
+
+awayloop:
+	VMULPS (SI), Y15, Y0
+	VMULPS 32(SI), Y15, Y1
+	VMULPS 64(SI), Y15, Y2
+	VMULPS 96(SI), Y15, Y3
+	ROUNDAWAY(Y0, Y4, Y5)
+	ROUNDAWAY(Y1, Y6, Y7)
+	ROUNDAWAY(Y2, Y4, Y5)
+	ROUNDAWAY(Y3, Y6, Y7)
+	NEXT(awayloop)
+
+awaydone:
 	RET
