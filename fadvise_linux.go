@@ -3,6 +3,7 @@
 package safetensors
 
 import (
+	"math"
 	"os"
 	"syscall"
 	"unsafe"
@@ -14,15 +15,96 @@ func openDirect(path string) (*os.File, error) {
 	return os.OpenFile(path, os.O_RDONLY|syscall.O_DIRECT, 0)
 }
 
-// posixFadvDontNeed is POSIX_FADV_DONTNEED on Linux.
-const posixFadvDontNeed = 4
+// posix_fadvise's advice on Linux.
+const (
+	posixFadvRandom   = 1
+	posixFadvDontNeed = 4
+)
 
-// dropCache asks the kernel to drop the cached pages of bytes [off,
-// off+n) of f (posix_fadvise POSIX_FADV_DONTNEED); it is a hint, and its
-// failure is ignored.
+// dropCache asks the kernel to drop the cached pages that hold bytes [off,
+// off+n) of f (posix_fadvise POSIX_FADV_DONTNEED), the whole pages at both
+// ends included: the kernel keeps a page the range covers only in part.
+// It is a hint, and its failure is ignored.
 func dropCache(f *os.File, off, n int64) {
-	syscall.Syscall6(syscall.SYS_FADVISE64, f.Fd(), uintptr(off), uintptr(n), posixFadvDontNeed, 0, 0)
+	page := int64(os.Getpagesize())
+	b, e := off&^(page-1), off+n
+	if e%page != 0 {
+		e += page - e%page
+	}
+	syscall.Syscall6(syscall.SYS_FADVISE64, f.Fd(), uintptr(b), uintptr(e-b), posixFadvDontNeed, 0, 0)
 }
+
+// noReadahead asks the kernel not to read ahead of the reads made through
+// f (posix_fadvise POSIX_FADV_RANDOM), so that a read through the cache
+// brings into it only the pages it asks for, which the caller then drops.
+// It is a hint, and its failure is ignored.
+func noReadahead(f *os.File) {
+	syscall.Syscall6(syscall.SYS_FADVISE64, f.Fd(), 0, 0, posixFadvRandom, 0, 0)
+}
+
+// A cacheProbe tells which pages of a file are in the page cache, with
+// mincore(2) on a read-only mapping of the file that is never touched:
+// asking reads nothing and starts no readahead.
+type cacheProbe struct {
+	m    []byte
+	page int64
+}
+
+// newCacheProbe maps f, the file at path, for a cacheProbe. It returns nil
+// where mincore would not tell the truth, or the file cannot be mapped.
+func newCacheProbe(f *os.File, path string, info os.FileInfo) *cacheProbe {
+	size := info.Size()
+	if size <= 0 || size > math.MaxInt || !mincoreTells(path, info) {
+		return nil
+	}
+	m, err := syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		return nil
+	}
+	return &cacheProbe{m: m, page: int64(os.Getpagesize())}
+}
+
+// accessWrite is access(2)'s W_OK.
+const accessWrite = 2
+
+// mincoreTells reports whether mincore tells a process which pages of the
+// file at path are cached: since Linux 5.0, only one that owns the file or
+// may open it for writing learns it; to others it says that every page
+// is.
+func mincoreTells(path string, info os.FileInfo) bool {
+	euid := os.Geteuid()
+	if st, ok := info.Sys().(*syscall.Stat_t); ok && (euid == 0 || st.Uid == uint32(euid)) {
+		return true
+	}
+	return syscall.Access(path, accessWrite) == nil
+}
+
+// cached reports whether every page that holds bytes [off, off+n) of the
+// file is in the page cache, and whether some page is. A range outside
+// the file, or a failing mincore, counts as none.
+func (p *cacheProbe) cached(off, n int64) (all, some bool) {
+	if n <= 0 || off < 0 || off > int64(len(p.m))-n {
+		return false, false
+	}
+	b, e := off&^(p.page-1), off+n
+	vec := make([]byte, (e-b+p.page-1)/p.page)
+	_, _, errno := syscall.Syscall(syscall.SYS_MINCORE, uintptr(unsafe.Pointer(&p.m[b])), uintptr(e-b), uintptr(unsafe.Pointer(&vec[0])))
+	if errno != 0 {
+		return false, false
+	}
+	all = true
+	for _, v := range vec {
+		if v&1 != 0 {
+			some = true
+		} else {
+			all = false
+		}
+	}
+	return all, some
+}
+
+// close unmaps the file.
+func (p *cacheProbe) close() { syscall.Munmap(p.m) }
 
 // hugePage is the size of a transparent huge page on the architectures
 // this file is built for.

@@ -175,20 +175,31 @@ type Loader struct {
 	// tensor and 4 KiB more. Tensors are handed over as slices of it.
 	Buffer []byte
 
-	// NoCache reads local files around the page cache, so that a load
-	// leaves no cached copy of the file behind: with direct I/O (Linux's
-	// O_DIRECT) where the file system allows it, each tensor placed in
-	// memory so that its aligned middle is read straight from the disk and
-	// its unaligned head and tail through the cache, and the cached pages
-	// of every read through the cache dropped once read
-	// (posix_fadvise POSIX_FADV_DONTNEED). Use it on unified-memory
-	// machines (Grace Blackwell, DGX Spark, Jetson, Apple Silicon), where
-	// the page cache and the device's memory share one pool, so that a
-	// file read through the cache, or mapped, is held twice. It costs a
-	// read from the disk each time, even of a file that was cached. It
-	// applies to files on disk, opened with Open; elsewhere than on Linux
-	// it does nothing. Sources given by an io.ReaderAt are read as they
-	// are.
+	// NoCache reads local files so that a load leaves no cached copy of
+	// them behind, and raises the memory in use by no more than the
+	// Loader's own. Before each read of a chunk it asks the kernel which of
+	// the chunk's pages are cached (mincore(2) on a mapping that is never
+	// touched, which reads nothing). A chunk cached whole is copied from
+	// the cache, at the memory's speed; any other is read from the disk
+	// with direct I/O (Linux's O_DIRECT) where the file system allows it,
+	// each tensor placed in memory so that its aligned middle can be, and
+	// its unaligned head and tail read through the cache, with no
+	// readahead. Every page a read found or left in the cache is then
+	// dropped from it (posix_fadvise POSIX_FADV_DONTNEED), unless a
+	// process has it mapped. A file that was cached thus loads as fast as
+	// without NoCache, and one that was not at the disk's speed.
+	//
+	// Use it on unified-memory machines (Grace Blackwell, DGX Spark,
+	// Jetson, Apple Silicon), where the page cache and the device's memory
+	// share one pool, so that a file read through the cache, or mapped, is
+	// held twice; and wherever a file read once should not push other data
+	// out of the cache. Do not use it for a file about to be read again
+	// soon: the next load reads it from the disk. Where the kernel would
+	// not say which pages of a file are cached (it says so only to a
+	// process that owns the file or may write it), every aligned chunk is
+	// read with direct I/O. It applies to files on disk, opened with Open;
+	// elsewhere than on Linux it does nothing. Sources given by an
+	// io.ReaderAt are read as they are.
 	NoCache bool
 }
 
@@ -272,6 +283,7 @@ type openedFile struct {
 	direct   *os.File    // the local file opened for direct I/O, or nil
 	base     int64       // the data section's offset in buffered and direct
 	fadvise  *os.File    // the file whose cached pages to drop, or nil
+	probe    *cacheProbe // tells which pages of the file are cached, or nil
 	closers  []*os.File
 }
 
@@ -378,10 +390,14 @@ func openLoadFile(f LoadFile, noCache bool) (openedFile, error) {
 	of.buffered, of.base = file, f.local.dataOffset
 	if noCache {
 		of.fadvise = file
+		// What is read through the cache is dropped from it once read;
+		// readahead would leave pages no read asked for.
+		noReadahead(file)
 		if d, err := openDirect(f.local.path); err == nil {
 			of.closers = append(of.closers, d)
 			if dinfo, err := d.Stat(); err == nil && os.SameFile(dinfo, info) {
 				of.direct = d
+				of.probe = newCacheProbe(file, f.local.path, info)
 			}
 		}
 	}
@@ -393,6 +409,9 @@ func (ld *load) closeFiles() {
 	for _, f := range ld.files {
 		for _, c := range f.closers {
 			c.Close()
+		}
+		if f.probe != nil {
+			f.probe.close()
 		}
 	}
 }
@@ -523,10 +542,23 @@ func (ld *load) read(c chunkJob) error {
 	f := c.t.file
 	p := c.t.dst[c.b:c.e]
 	off := f.base + int64(c.t.info.DataOffsets[0]) + int64(c.b)
+	how := readBuffered
 	if f.direct != nil && off%blockSize == 0 && len(p)%blockSize == 0 && uintptr(unsafe.Pointer(unsafe.SliceData(p)))%blockSize == 0 {
-		if err := readChunkAt(f.direct, p, off); err == nil {
-			if testHookDirectRead != nil {
-				testHookDirectRead(len(p))
+		// A chunk cached whole is copied from the cache, any other read
+		// from the disk.
+		all, some := false, false
+		if f.probe != nil {
+			all, some = f.probe.cached(off, int64(len(p)))
+		}
+		if all {
+			how = readCached
+		} else if err := readChunkAt(f.direct, p, off); err == nil {
+			// Direct I/O leaves the pages that were cached in the cache.
+			if some || f.probe == nil {
+				dropCache(f.fadvise, off, int64(len(p)))
+			}
+			if testHookRead != nil {
+				testHookRead(readDirect, off, len(p))
 			}
 			return nil
 		}
@@ -538,12 +570,22 @@ func (ld *load) read(c chunkJob) error {
 	if f.fadvise != nil {
 		dropCache(f.fadvise, off, int64(len(p)))
 	}
+	if testHookRead != nil {
+		testHookRead(how, off, len(p))
+	}
 	return nil
 }
 
-// testHookDirectRead, when set by a test, is called with the size of each
-// read done with direct I/O.
-var testHookDirectRead func(n int)
+// How a chunk was read, for testHookRead.
+const (
+	readBuffered = iota // through the cache, or from the caller's source
+	readCached          // with NoCache, through the cache, which held it whole
+	readDirect          // with NoCache, with direct I/O
+)
+
+// testHookRead, when set by a test, is called with how each chunk was read,
+// its offset in the file and its size.
+var testHookRead func(how int, off int64, n int)
 
 // readChunkAt fills p from r at off, as readFullAt does, with an error
 // that does not start with the package's prefix, for a TensorError.
