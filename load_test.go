@@ -532,3 +532,40 @@ func TestLoaderNoCachePartlyCached(t *testing.T) {
 		assert.False(t, some, "pages of the data left in the cache")
 	}
 }
+
+// TestLoaderNoCacheLargeFolios: a file cached by a sequential read, which
+// the kernel may cache in large folios (several pages in one, dropped
+// only whole), loads with NoCache, in chunks whose bounds fall inside
+// such folios, and leaves no page cached.
+func TestLoaderNoCacheLargeFolios(t *testing.T) {
+	var tensors []Tensor
+	for i, n := range []int{5, 3<<20 + 1001, 4 << 20, 6<<20 - 77, 1 << 20} {
+		data := make([]byte, n)
+		for j := range data {
+			data[j] = byte(i + j>>12 + 1)
+		}
+		tensors = append(tensors, Tensor{Name: fmt.Sprintf("t%d", i), DType: U8, Shape: []uint64{uint64(n)}, Data: data})
+	}
+	path := filepath.Join(t.TempDir(), "large.safetensors")
+	require.NoError(t, WriteFile(path, tensors, nil))
+	if f, err := openDirect(path); err != nil {
+		t.Skipf("no direct I/O here: %v", err)
+	} else {
+		f.Close()
+	}
+	f, probe := probeFile(t, path)
+	r, err := Open(path)
+	require.NoError(t, err)
+	defer r.Close()
+	size := fileSize(t, f)
+	for _, chunk := range []int{1 << 20, 3 << 20} {
+		uncache(t, f, probe)
+		_, err := os.ReadFile(path)
+		require.NoError(t, err)
+		all, _ := probe.cached(0, size)
+		require.True(t, all, "the file is cached whole")
+		assertTensors(t, tensors, collect(t, &Loader{NoCache: true, ChunkSize: chunk}, r))
+		_, some := probe.cached(0, size)
+		assert.False(t, some, "pages of the file left in the cache")
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -278,8 +279,9 @@ func BenchmarkLoadMemoryLimit(b *testing.B) {
 // at most 1.1 asked), warm-mem-x the same for a warm load, negative when
 // the load drops more of the cache than it takes memory, and peak-mem-x
 // bounds the peak of both during either load (peak resident set growth
-// plus the largest growth of Cached, sampled each 10 ms). The largest of
-// the rounds counts. Linux only.
+// plus the largest growth of Cached, sampled each 10 ms). left-cached-x
+// is the fraction of the file's pages that mincore finds cached after a
+// load (0 asked). The largest of the rounds counts. Linux only.
 func BenchmarkLoadNoCache(b *testing.B) {
 	if runtime.GOOS != "linux" {
 		b.Skip("needs /proc/meminfo and posix_fadvise")
@@ -306,16 +308,18 @@ func BenchmarkLoadNoCache(b *testing.B) {
 	workers := loadWorkers()
 	ceiling := func() error { return preadCeiling(f, ceilBuf, off, workers, loadChunk) }
 	growth := map[bool]int64{false: -1 << 62, true: -1 << 62} // by warm start
-	var peak int64
+	var peak, cached, base int64
+	var left float64
+	// prepare readies a NoCache load, untimed: the memory as it starts.
+	prepare := func() {
+		runtime.GC()
+		debug.FreeOSMemory()
+		cached = meminfo("Cached:")
+		base = resetPeakRSS()
+	}
 	// noCache loads the file, measuring the memory as the doc says.
 	noCache := func(warm bool) func() error {
 		return func() error {
-			b.StopTimer()
-			runtime.GC()
-			debug.FreeOSMemory()
-			cached := meminfo("Cached:")
-			base := resetPeakRSS()
-			b.StartTimer()
 			stop := sampleCached(cached)
 			l := &safetensors.Loader{MemoryLimit: 256 << 20, NoCache: true}
 			for _, err := range l.Load(context.Background(), r) {
@@ -328,18 +332,20 @@ func BenchmarkLoadNoCache(b *testing.B) {
 			rss := peakRSS() - base
 			growth[warm] = max(growth[warm], rss+meminfo("Cached:")-cached)
 			peak = max(peak, rss+max(cacheGrowth, 0))
+			left = max(left, cachedFraction(b, f))
 			return nil
 		}
 	}
 	sides := []struct {
-		name string
-		warm bool // run right after the file was read whole through the cache
-		run  func() error
+		name    string
+		warm    bool // run right after the file was read whole through the cache
+		prepare func()
+		run     func() error
 	}{
-		{"cold", false, ceiling},
-		{"warm", true, ceiling},
-		{"nocache-cold", false, noCache(false)},
-		{"nocache-warm", true, noCache(true)},
+		{"cold", false, nil, ceiling},
+		{"warm", true, nil, ceiling},
+		{"nocache-cold", false, prepare, noCache(false)},
+		{"nocache-warm", true, prepare, noCache(true)},
 	}
 	b.SetBytes(int64(size))
 	best := make([]time.Duration, len(sides))
@@ -347,13 +353,16 @@ func BenchmarkLoadNoCache(b *testing.B) {
 	for b.Loop() {
 		for k := range sides {
 			i := (k + round) % len(sides)
+			b.StopTimer()
 			if sides[i].warm {
-				b.StopTimer()
 				warm(b, path)
-				b.StartTimer()
 			} else {
 				drop()
 			}
+			if sides[i].prepare != nil {
+				sides[i].prepare()
+			}
+			b.StartTimer()
 			start := time.Now()
 			if err := sides[i].run(); err != nil {
 				b.Fatal(err)
@@ -368,12 +377,36 @@ func BenchmarkLoadNoCache(b *testing.B) {
 	b.ReportMetric(float64(growth[false])/fileSize, "mem-x")
 	b.ReportMetric(float64(growth[true])/fileSize, "warm-mem-x")
 	b.ReportMetric(float64(peak)/fileSize, "peak-mem-x")
+	b.ReportMetric(left, "left-cached-x")
 	b.ReportMetric(best[0].Seconds()/best[2].Seconds(), "cold-x")
 	b.ReportMetric(best[1].Seconds()/best[2].Seconds(), "warm-x")
 	b.ReportMetric(best[1].Seconds()/best[3].Seconds(), "warm-nocache-x")
 	for i, s := range sides {
 		b.ReportMetric(float64(size)/best[i].Seconds()/1e9, s.name+"-GB/s")
 	}
+}
+
+// cachedFraction returns the fraction of the pages of f in the page cache,
+// as mincore tells.
+func cachedFraction(b *testing.B, f *os.File) float64 {
+	info, err := f.Stat()
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := unix.Mmap(int(f.Fd()), 0, int(info.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	vec := make([]byte, (len(m)+os.Getpagesize()-1)/os.Getpagesize())
+	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
+		b.Fatal(errno)
+	}
+	n := 0
+	for _, v := range vec {
+		n += int(v & 1)
+	}
+	return float64(n) / float64(len(vec))
 }
 
 // sampleCached reads "Cached" of /proc/meminfo each 10 ms until the
