@@ -25,11 +25,17 @@ func noReadahead(f *os.File) {}
 // none, and a Loader with NoCache reads as if no page were.
 type cacheProbe struct{}
 
+// testForceMincore would make probes use mincore.
+var testForceMincore bool
+
 // newCacheProbe returns nil: no probe on this platform.
 func newCacheProbe(f *os.File, path string, info os.FileInfo) *cacheProbe { return nil }
 
 // cached reports no page cached.
 func (p *cacheProbe) cached(off, n int64) (all, some bool) { return false, false }
+
+// mapped reports no mapping.
+func (p *cacheProbe) mapped() bool { return false }
 
 // close does nothing.
 func (p *cacheProbe) close() {}

@@ -177,23 +177,23 @@ type Loader struct {
 	// tensor and 4 KiB more. Tensors are handed over as slices of it.
 	Buffer []byte
 
-	// NoCache reads local files so that a load leaves no cached copy of
-	// them behind, and the memory it takes is, but for the pages of the
-	// reads under way, the Loader's own. Before each read of a chunk it
-	// asks the kernel which of the chunk's pages are cached (mincore(2) on
-	// a mapping that is never touched, which reads nothing). A chunk
-	// cached whole is copied from the cache, at the memory's speed; any
-	// other is read from the disk with direct I/O (Linux's O_DIRECT) where
-	// the file system allows it, else through the cache with no readahead,
-	// each tensor placed in memory so that its aligned middle can be, its
-	// unaligned head and tail read through the cache. Every page a read
-	// found or left in the cache is then dropped from it (posix_fadvise
-	// POSIX_FADV_DONTNEED), and when the load ends, the pages of the
-	// tensors and the header once more, for the kernel keeps a large folio
-	// (several pages cached as one) that a read covers only in part;
-	// pages a process has mapped stay. A file that was cached thus loads
-	// nearly as fast as without NoCache, and one that was not at the
-	// disk's speed.
+	// NoCache reads local files so that a load leaves no cached copy of them
+	// behind, and the memory it takes is, but for the pages of the reads
+	// under way, the Loader's own. Before each read of a chunk it asks the
+	// kernel which of the chunk's pages are cached (cachestat(2), or before
+	// Linux 6.5 mincore(2) on a mapping that is never touched; neither reads
+	// anything). A chunk cached whole is copied from the cache, at the
+	// memory's speed; any other is read from the disk with direct I/O
+	// (Linux's O_DIRECT) where the file system allows it, else through the
+	// cache with no readahead, each tensor placed in memory so that its
+	// aligned middle can be, its unaligned head and tail read through the
+	// cache. Every page a read found or left in the cache is then dropped
+	// from it (posix_fadvise POSIX_FADV_DONTNEED), and when the load ends,
+	// the pages of the tensors and the header once more, for the kernel
+	// keeps a large folio (several pages cached as one) that a read covers
+	// only in part; pages a process has mapped stay. A file that was cached
+	// thus loads nearly as fast as without NoCache, and one that was not at
+	// the disk's speed.
 	//
 	// Use it on unified-memory machines (Grace Blackwell, DGX Spark,
 	// Jetson, Apple Silicon), where the page cache and the device's memory
