@@ -480,7 +480,8 @@ func testLoaderNoCacheCached(t *testing.T) {
 		assert.Equal(t, maps, mappingsOf(path), "a mapping left behind")
 	}
 
-	// A load stopped early unmaps the file too.
+	// A load stopped early unmaps the file too, and drops the pages it
+	// found cached, read or not.
 	_, err = os.ReadFile(path)
 	require.NoError(t, err)
 	for _, err := range (&Loader{NoCache: true, ChunkSize: 4096}).Load(context.Background(), r) {
@@ -491,6 +492,8 @@ func testLoaderNoCacheCached(t *testing.T) {
 		break
 	}
 	assert.Equal(t, maps, mappingsOf(path), "a mapping left behind")
+	_, some := probe.cached(data, size)
+	assert.False(t, some, "pages of the data left in the cache")
 }
 
 // TestLoaderNoCachePartlyCached: with NoCache, of a file whose first half
