@@ -314,42 +314,45 @@ func BenchmarkLoadNoCache(b *testing.B) {
 	growth := map[bool]int64{false: -1 << 62, true: -1 << 62} // by warm start
 	var peak, cached, base int64
 	var left float64
+	var stopSampling func() int64
 	// prepare readies a NoCache load, untimed: the memory as it starts.
 	prepare := func() {
 		runtime.GC()
 		debug.FreeOSMemory()
 		cached = meminfo("Cached:")
 		base = resetPeakRSS()
+		stopSampling = sampleCached(cached)
 	}
-	// noCache loads the file, measuring the memory as the doc says.
-	noCache := func(warm bool) func() error {
-		return func() error {
-			stop := sampleCached(cached)
-			l := &safetensors.Loader{Buffer: loaderBuf, NoCache: true}
-			for _, err := range l.Load(context.Background(), r) {
-				if err != nil {
-					stop()
-					return err
-				}
-			}
-			cacheGrowth := stop()
+	// measure measures the memory after a NoCache load, untimed.
+	measure := func(warm bool) func() {
+		return func() {
+			cacheGrowth := stopSampling()
 			rss := int64(len(loaderBuf)) + peakRSS() - base
 			growth[warm] = max(growth[warm], rss+meminfo("Cached:")-cached)
 			peak = max(peak, rss+max(cacheGrowth, 0))
 			left = max(left, cachedFraction(b, f))
-			return nil
 		}
+	}
+	noCache := func() error {
+		l := &safetensors.Loader{Buffer: loaderBuf, NoCache: true}
+		for _, err := range l.Load(context.Background(), r) {
+			if err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	sides := []struct {
 		name    string
 		warm    bool // run right after the file was read whole through the cache
 		prepare func()
 		run     func() error
+		measure func()
 	}{
-		{"cold", false, nil, ceiling},
-		{"warm", true, nil, ceiling},
-		{"nocache-cold", false, prepare, noCache(false)},
-		{"nocache-warm", true, prepare, noCache(true)},
+		{"cold", false, nil, ceiling, nil},
+		{"warm", true, nil, ceiling, nil},
+		{"nocache-cold", false, prepare, noCache, measure(false)},
+		{"nocache-warm", true, prepare, noCache, measure(true)},
 	}
 	b.SetBytes(int64(size))
 	best := make([]time.Duration, len(sides))
@@ -373,6 +376,11 @@ func BenchmarkLoadNoCache(b *testing.B) {
 			}
 			if elapsed := time.Since(start); best[i] == 0 || elapsed < best[i] {
 				best[i] = elapsed
+			}
+			if sides[i].measure != nil {
+				b.StopTimer()
+				sides[i].measure()
+				b.StartTimer()
 			}
 		}
 		round++
