@@ -187,13 +187,13 @@ type Loader struct {
 	// (Linux's O_DIRECT) where the file system allows it, else through the
 	// cache with no readahead, each tensor placed in memory so that its
 	// aligned middle can be, its unaligned head and tail read through the
-	// cache. Pages a read brings into the cache are dropped from it at once
-	// (posix_fadvise POSIX_FADV_DONTNEED); when the load ends, so are those
-	// of the tensors and the header that are still cached: the pages the
-	// load found there, and large folios (several pages cached as one)
-	// that a read covered only in part. Pages a process has mapped stay.
-	// A file that was cached thus loads nearly as fast as without NoCache,
-	// and one that was not at the disk's speed.
+	// cache. Every page a read found or left in the cache is then dropped
+	// from it (posix_fadvise POSIX_FADV_DONTNEED), as the load goes on, and
+	// when the load ends those of the tensors and the header once more:
+	// the kernel keeps a large folio (several pages cached as one) that a
+	// read covers only in part. Pages a process has mapped stay. A file
+	// that was cached thus loads nearly as fast as without NoCache, and one
+	// that was not at the disk's speed.
 	//
 	// Use it on unified-memory machines (Grace Blackwell, DGX Spark,
 	// Jetson, Apple Silicon), where the page cache and the device's memory
@@ -435,10 +435,10 @@ func (ld *load) stop() {
 }
 
 // dropCached drops from the page cache, with NoCache, the pages of each
-// run of adjacent tensors in a file (the header with the first): those the
-// load found cached, and large folios (several pages cached as one) that
-// the reads, each dropping the pages it brought in, covered only in part,
-// which the kernel keeps.
+// run of adjacent tensors in a file (the header with the first): each read
+// dropped its pages, but the kernel keeps a large folio (several pages
+// cached as one) that a range covers only in part, such as one across two
+// chunks, which only a range covering both drops.
 func (ld *load) dropCached() {
 	for _, f := range ld.files {
 		if f.fadvise == nil || len(f.Tensors) == 0 {
@@ -586,16 +586,18 @@ func (ld *load) read(c chunkJob) error {
 	how := readBuffered
 	if f.direct != nil && off%blockSize == 0 && len(p)%blockSize == 0 && uintptr(unsafe.Pointer(unsafe.SliceData(p)))%blockSize == 0 {
 		// A chunk cached whole is copied from the cache, any other read
-		// from the disk. Neither adds pages to the cache: those found
-		// there are dropped when the load ends, all at once, which costs
-		// less than dropping each chunk's as the other reads go on.
-		all := false
+		// from the disk.
+		all, some := false, false
 		if f.probe != nil {
-			all, _ = f.probe.cached(off, int64(len(p)))
+			all, some = f.probe.cached(off, int64(len(p)))
 		}
 		if all {
 			how = readCached
 		} else if err := readChunkAt(f.direct, p, off); err == nil {
+			// Direct I/O leaves the pages that were cached in the cache.
+			if some || f.probe == nil {
+				dropCache(f.fadvise, off, int64(len(p)))
+			}
 			if testHookRead != nil {
 				testHookRead(readDirect, off, len(p))
 			}
@@ -606,8 +608,7 @@ func (ld *load) read(c chunkJob) error {
 	if err := readChunkAt(f.buffered, p, off); err != nil {
 		return err
 	}
-	if f.fadvise != nil && how != readCached {
-		// Pages this read may have brought into the cache.
+	if f.fadvise != nil {
 		dropCache(f.fadvise, off, int64(len(p)))
 	}
 	if testHookRead != nil {
