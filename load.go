@@ -1,6 +1,7 @@
 package safetensors
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"iter"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"unsafe"
 )
@@ -175,20 +177,35 @@ type Loader struct {
 	// tensor and 4 KiB more. Tensors are handed over as slices of it.
 	Buffer []byte
 
-	// NoCache reads local files around the page cache, so that a load
-	// leaves no cached copy of the file behind: with direct I/O (Linux's
-	// O_DIRECT) where the file system allows it, each tensor placed in
-	// memory so that its aligned middle is read straight from the disk and
-	// its unaligned head and tail through the cache, and the cached pages
-	// of every read through the cache dropped once read
-	// (posix_fadvise POSIX_FADV_DONTNEED). Use it on unified-memory
-	// machines (Grace Blackwell, DGX Spark, Jetson, Apple Silicon), where
-	// the page cache and the device's memory share one pool, so that a
-	// file read through the cache, or mapped, is held twice. It costs a
-	// read from the disk each time, even of a file that was cached. It
-	// applies to files on disk, opened with Open; elsewhere than on Linux
-	// it does nothing. Sources given by an io.ReaderAt are read as they
-	// are.
+	// NoCache reads local files so that a load leaves no cached copy of them
+	// behind, and the memory it takes is, but for the pages of the reads
+	// under way, the Loader's own. Before each read of a chunk it asks the
+	// kernel which of the chunk's pages are cached (cachestat(2), or before
+	// Linux 6.5 mincore(2) on a mapping that is never touched; neither reads
+	// anything). A chunk cached whole is copied from the cache, at the
+	// memory's speed; any other is read from the disk with direct I/O
+	// (Linux's O_DIRECT) where the file system allows it, else through the
+	// cache with no readahead, each tensor placed in memory so that its
+	// aligned middle can be, its unaligned head and tail read through the
+	// cache. Every page a read found or left in the cache is then dropped
+	// from it (posix_fadvise POSIX_FADV_DONTNEED), as the load goes on, and
+	// when the load ends those of the tensors and the header once more:
+	// the kernel keeps a large folio (several pages cached as one) that a
+	// read covers only in part. Pages a process has mapped stay. A file
+	// that was cached thus loads nearly as fast as without NoCache, and one
+	// that was not at the disk's speed.
+	//
+	// Use it on unified-memory machines (Grace Blackwell, DGX Spark,
+	// Jetson, Apple Silicon), where the page cache and the device's memory
+	// share one pool, so that a file read through the cache, or mapped, is
+	// held twice; and wherever a file read once should not push other data
+	// out of the cache. Do not use it for a file about to be read again
+	// soon: the next load reads it from the disk. Where the kernel would
+	// not say which pages of a file are cached (it says so only to a
+	// process that owns the file or may write it), every aligned chunk is
+	// read with direct I/O. It applies to files on disk, opened with Open;
+	// elsewhere than on Linux it does nothing. Sources given by an
+	// io.ReaderAt are read as they are.
 	NoCache bool
 }
 
@@ -272,6 +289,7 @@ type openedFile struct {
 	direct   *os.File    // the local file opened for direct I/O, or nil
 	base     int64       // the data section's offset in buffered and direct
 	fadvise  *os.File    // the file whose cached pages to drop, or nil
+	probe    *cacheProbe // tells which pages of the file are cached, or nil
 	closers  []*os.File
 }
 
@@ -378,10 +396,14 @@ func openLoadFile(f LoadFile, noCache bool) (openedFile, error) {
 	of.buffered, of.base = file, f.local.dataOffset
 	if noCache {
 		of.fadvise = file
+		// What is read through the cache is dropped from it once read;
+		// readahead would leave pages no read asked for.
+		noReadahead(file)
 		if d, err := openDirect(f.local.path); err == nil {
 			of.closers = append(of.closers, d)
 			if dinfo, err := d.Stat(); err == nil && os.SameFile(dinfo, info) {
 				of.direct = d
+				of.probe = newCacheProbe(file, f.local.path, info)
 			}
 		}
 	}
@@ -394,6 +416,9 @@ func (ld *load) closeFiles() {
 		for _, c := range f.closers {
 			c.Close()
 		}
+		if f.probe != nil {
+			f.probe.close()
+		}
 	}
 }
 
@@ -405,7 +430,42 @@ func (ld *load) stop() {
 	for range ld.done {
 		// Tensors read but not handed over: drop them.
 	}
+	ld.dropCached()
 	ld.closeFiles()
+}
+
+// dropCached drops from the page cache, with NoCache, the pages of each
+// run of adjacent tensors in a file (the header with the first): each read
+// dropped its pages, but the kernel keeps a large folio (several pages
+// cached as one) that a range covers only in part, such as one across two
+// chunks, which only a range covering both drops.
+func (ld *load) dropCached() {
+	for _, f := range ld.files {
+		if f.fadvise == nil || len(f.Tensors) == 0 {
+			continue
+		}
+		spans := make([][2]uint64, 0, len(f.Tensors))
+		for _, t := range f.Tensors {
+			spans = append(spans, t.DataOffsets)
+		}
+		slices.SortFunc(spans, func(a, b [2]uint64) int { return cmp.Compare(a[0], b[0]) })
+		b, e := spans[0][0], spans[0][1]
+		drop := func() {
+			start := f.base + int64(b) // offsets checked in start: below 2^62
+			if b == 0 {
+				start = 0
+			}
+			dropCache(f.fadvise, start, f.base+int64(e)-start)
+		}
+		for _, s := range spans[1:] {
+			if s[0] > e {
+				drop()
+				b = s[0]
+			}
+			e = max(e, s[1])
+		}
+		drop()
+	}
 }
 
 // fail records the load's first error and stops it.
@@ -523,10 +583,23 @@ func (ld *load) read(c chunkJob) error {
 	f := c.t.file
 	p := c.t.dst[c.b:c.e]
 	off := f.base + int64(c.t.info.DataOffsets[0]) + int64(c.b)
+	how := readBuffered
 	if f.direct != nil && off%blockSize == 0 && len(p)%blockSize == 0 && uintptr(unsafe.Pointer(unsafe.SliceData(p)))%blockSize == 0 {
-		if err := readChunkAt(f.direct, p, off); err == nil {
-			if testHookDirectRead != nil {
-				testHookDirectRead(len(p))
+		// A chunk cached whole is copied from the cache, any other read
+		// from the disk.
+		all, some := false, false
+		if f.probe != nil {
+			all, some = f.probe.cached(off, int64(len(p)))
+		}
+		if all {
+			how = readCached
+		} else if err := readChunkAt(f.direct, p, off); err == nil {
+			// Direct I/O leaves the pages that were cached in the cache.
+			if some || f.probe == nil {
+				dropCache(f.fadvise, off, int64(len(p)))
+			}
+			if testHookRead != nil {
+				testHookRead(readDirect, off, len(p))
 			}
 			return nil
 		}
@@ -538,12 +611,22 @@ func (ld *load) read(c chunkJob) error {
 	if f.fadvise != nil {
 		dropCache(f.fadvise, off, int64(len(p)))
 	}
+	if testHookRead != nil {
+		testHookRead(how, off, len(p))
+	}
 	return nil
 }
 
-// testHookDirectRead, when set by a test, is called with the size of each
-// read done with direct I/O.
-var testHookDirectRead func(n int)
+// How a chunk was read, for testHookRead.
+const (
+	readBuffered = iota // through the cache, or from the caller's source
+	readCached          // with NoCache, through the cache, which held it whole
+	readDirect          // with NoCache, with direct I/O
+)
+
+// testHookRead, when set by a test, is called with how each chunk was read,
+// its offset in the file and its size.
+var testHookRead func(how int, off int64, n int)
 
 // readChunkAt fills p from r at off, as readFullAt does, with an error
 // that does not start with the package's prefix, for a TensorError.

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -308,7 +309,8 @@ func TestReadAllParallel(t *testing.T) {
 }
 
 // TestLoaderDirect checks that NoCache reads the aligned middle of large
-// tensors with direct I/O, where the file system allows it.
+// tensors of a file that is not cached with direct I/O, where the file
+// system allows it, and leaves none of the file's data in the cache.
 func TestLoaderDirect(t *testing.T) {
 	path, tensors := loadFixture(t)
 	if f, err := openDirect(path); err != nil {
@@ -316,19 +318,280 @@ func TestLoaderDirect(t *testing.T) {
 	} else {
 		f.Close()
 	}
-	var direct atomic.Int64
-	testHookDirectRead = func(n int) { direct.Add(int64(n)) }
-	defer func() { testHookDirectRead = nil }()
+	f, probe := probeFile(t, path)
 	r, err := Open(path)
 	require.NoError(t, err)
 	defer r.Close()
+	data, size := int64(r.Header().DataOffset()), int64(r.Header().DataLen())
+	var direct, other atomic.Int64
+	testHookRead = func(how int, off int64, n int) {
+		if how == readDirect {
+			direct.Add(int64(n))
+		} else {
+			other.Add(int64(n))
+		}
+	}
+	defer func() { testHookRead = nil }()
 	for _, buf := range [][]byte{nil, make([]byte, 1<<20+5)[5:]} {
+		uncache(t, f, probe)
 		direct.Store(0)
+		other.Store(0)
 		assertTensors(t, tensors, collect(t, &Loader{NoCache: true, ChunkSize: 8192, Buffer: buf}, r))
 		// t10 alone, of 300000 bytes, has more than 290000 in whole blocks.
 		assert.Greater(t, direct.Load(), int64(290_000))
+		assert.Equal(t, size, direct.Load()+other.Load(), "every byte read once")
+		_, some := probe.cached(data, size)
+		assert.False(t, some, "pages of the data left in the cache")
 	}
 	direct.Store(0)
 	collect(t, &Loader{}, r)
 	assert.Zero(t, direct.Load(), "no direct I/O without NoCache")
+}
+
+// probeFile opens the file at path with a cacheProbe, or skips the test
+// where there is none.
+func probeFile(t *testing.T, path string) (*os.File, *cacheProbe) {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	t.Cleanup(func() { f.Close() })
+	info, err := f.Stat()
+	require.NoError(t, err)
+	probe := newCacheProbe(f, path, info)
+	if probe == nil {
+		t.Skip("no way here to tell which pages of a file are cached")
+	}
+	t.Cleanup(probe.close)
+	return f, probe
+}
+
+// fileSize returns the size of f.
+func fileSize(t *testing.T, f *os.File) int64 {
+	t.Helper()
+	info, err := f.Stat()
+	require.NoError(t, err)
+	return info.Size()
+}
+
+// eachProbe runs test once with each way a cacheProbe may ask the kernel:
+// cachestat where it has it, and mincore.
+func eachProbe(t *testing.T, test func(t *testing.T)) {
+	for _, mincore := range []bool{false, true} {
+		t.Run(map[bool]string{false: "cachestat", true: "mincore"}[mincore], func(t *testing.T) {
+			testForceMincore = mincore
+			defer func() { testForceMincore = false }()
+			test(t)
+		})
+	}
+}
+
+// uncache drops the file from the page cache, or skips the test where the
+// file system keeps it (tmpfs).
+func uncache(t *testing.T, f *os.File, probe *cacheProbe) {
+	t.Helper()
+	require.NoError(t, f.Sync())
+	n := fileSize(t, f)
+	dropCache(f, 0, n)
+	if _, some := probe.cached(0, n); some {
+		t.Skip("the file system keeps the file in the page cache")
+	}
+}
+
+// readLog records how a Loader read each chunk, through testHookRead.
+type readLog struct {
+	mu    sync.Mutex
+	reads []loggedRead
+}
+
+type loggedRead struct {
+	how    int
+	off, n int64
+}
+
+func logReads(t *testing.T) *readLog {
+	l := &readLog{}
+	testHookRead = func(how int, off int64, n int) {
+		l.mu.Lock()
+		l.reads = append(l.reads, loggedRead{how, off, int64(n)})
+		l.mu.Unlock()
+	}
+	t.Cleanup(func() { testHookRead = nil })
+	return l
+}
+
+// take returns the reads logged and forgets them.
+func (l *readLog) take() []loggedRead {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r := l.reads
+	l.reads = nil
+	return r
+}
+
+// mappingsOf counts the mappings of the file at path in this process, or
+// returns -1 where /proc/self/maps cannot tell.
+func mappingsOf(path string) int {
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		return -1
+	}
+	return strings.Count(string(maps), " "+path+"\n")
+}
+
+// TestLoaderNoCacheCached: with NoCache, a file that is cached whole is
+// copied from the cache, never read with direct I/O, and left uncached;
+// the mapping that told the Loader so is gone once the load ends, however
+// it ends.
+func TestLoaderNoCacheCached(t *testing.T) { eachProbe(t, testLoaderNoCacheCached) }
+
+func testLoaderNoCacheCached(t *testing.T) {
+	path, tensors := loadFixture(t)
+	if f, err := openDirect(path); err != nil {
+		t.Skipf("no direct I/O here: %v", err)
+	} else {
+		f.Close()
+	}
+	f, probe := probeFile(t, path)
+	r, err := Open(path)
+	require.NoError(t, err)
+	defer r.Close()
+	data, size := int64(r.Header().DataOffset()), int64(r.Header().DataLen())
+	log := logReads(t)
+	maps := mappingsOf(path)
+	for _, buf := range [][]byte{nil, make([]byte, 1<<20+5)[5:]} {
+		uncache(t, f, probe)
+		_, err := os.ReadFile(path)
+		require.NoError(t, err)
+		all, _ := probe.cached(0, fileSize(t, f))
+		require.True(t, all, "the file is cached whole")
+		assertTensors(t, tensors, collect(t, &Loader{NoCache: true, ChunkSize: 8192, Buffer: buf}, r))
+		var cached, total int64
+		for _, rd := range log.take() {
+			assert.NotEqual(t, readDirect, rd.how, "read from the disk at %d", rd.off)
+			if rd.how == readCached {
+				cached += rd.n
+			}
+			total += rd.n
+		}
+		assert.Equal(t, size, total, "every byte read once")
+		assert.Greater(t, cached, int64(290_000), "the aligned middles copied from the cache")
+		_, some := probe.cached(data, size)
+		assert.False(t, some, "pages of the data left in the cache")
+		assert.Equal(t, maps, mappingsOf(path), "a mapping left behind")
+	}
+
+	// A load stopped early unmaps the file too, and drops the pages it
+	// found cached, read or not.
+	_, err = os.ReadFile(path)
+	require.NoError(t, err)
+	for _, err := range (&Loader{NoCache: true, ChunkSize: 4096}).Load(context.Background(), r) {
+		require.NoError(t, err)
+		if maps >= 0 && probe.mapped() {
+			assert.Equal(t, maps+1, mappingsOf(path), "the file mapped during the load")
+		}
+		break
+	}
+	assert.Equal(t, maps, mappingsOf(path), "a mapping left behind")
+	_, some := probe.cached(data, size)
+	assert.False(t, some, "pages of the data left in the cache")
+}
+
+// TestLoaderNoCachePartlyCached: with NoCache, of a file whose first half
+// is cached, the chunks cached whole are copied from the cache and the
+// others read with direct I/O; the data is right and nothing stays cached.
+func TestLoaderNoCachePartlyCached(t *testing.T) { eachProbe(t, testLoaderNoCachePartlyCached) }
+
+func testLoaderNoCachePartlyCached(t *testing.T) {
+	path, tensors := loadFixture(t)
+	if f, err := openDirect(path); err != nil {
+		t.Skipf("no direct I/O here: %v", err)
+	} else {
+		f.Close()
+	}
+	f, probe := probeFile(t, path)
+	r, err := Open(path)
+	require.NoError(t, err)
+	defer r.Close()
+	data, size := int64(r.Header().DataOffset()), int64(r.Header().DataLen())
+	page := int64(os.Getpagesize())
+	log := logReads(t)
+	for _, chunk := range []int{8192, 12288, 1 << 20} {
+		// The pages up to half (a page boundary inside t10, the largest
+		// tensor) cached, those after not.
+		t10 := r.h.Tensors[10]
+		require.Equal(t, "t10", t10.Name)
+		half := (data + int64(t10.DataOffsets[0]+t10.DataOffsets[1])/2) &^ (page - 1)
+		uncache(t, f, probe)
+		// Read with no readahead, which would cache more, maybe in large
+		// folios across half, that no drop of the second half can drop.
+		g, err := os.Open(path)
+		require.NoError(t, err)
+		noReadahead(g)
+		_, err = g.ReadAt(make([]byte, half), 0)
+		g.Close()
+		require.NoError(t, err)
+		all, _ := probe.cached(0, half)
+		_, some := probe.cached(half, fileSize(t, f)-half)
+		require.True(t, all && !some, "the first half cached, the second not")
+
+		assertTensors(t, tensors, collect(t, &Loader{NoCache: true, ChunkSize: chunk}, r))
+		var total int64
+		var kinds [3]int
+		for _, rd := range log.take() {
+			total += rd.n
+			kinds[rd.how]++
+			if rd.how == readBuffered {
+				continue // an unaligned head or tail
+			}
+			if rd.off+rd.n <= half {
+				assert.Equal(t, readCached, rd.how, "chunk [%d, %d) is cached whole", rd.off, rd.off+rd.n)
+			} else {
+				assert.Equal(t, readDirect, rd.how, "chunk [%d, %d) is not cached whole", rd.off, rd.off+rd.n)
+			}
+		}
+		assert.Equal(t, size, total, "every byte read once")
+		assert.NotZero(t, kinds[readCached], "no chunk copied from the cache")
+		assert.NotZero(t, kinds[readDirect], "no chunk read with direct I/O")
+		_, some = probe.cached(data, size)
+		assert.False(t, some, "pages of the data left in the cache")
+	}
+}
+
+// TestLoaderNoCacheLargeFolios: a file cached by a sequential read, which
+// the kernel may cache in large folios (several pages in one, dropped
+// only whole), loads with NoCache, in chunks whose bounds fall inside
+// such folios, and leaves no page cached.
+func TestLoaderNoCacheLargeFolios(t *testing.T) { eachProbe(t, testLoaderNoCacheLargeFolios) }
+
+func testLoaderNoCacheLargeFolios(t *testing.T) {
+	var tensors []Tensor
+	for i, n := range []int{5, 3<<20 + 1001, 4 << 20, 6<<20 - 77, 1 << 20} {
+		data := make([]byte, n)
+		for j := range data {
+			data[j] = byte(i + j>>12 + 1)
+		}
+		tensors = append(tensors, Tensor{Name: fmt.Sprintf("t%d", i), DType: U8, Shape: []uint64{uint64(n)}, Data: data})
+	}
+	path := filepath.Join(t.TempDir(), "large.safetensors")
+	require.NoError(t, WriteFile(path, tensors, nil))
+	if f, err := openDirect(path); err != nil {
+		t.Skipf("no direct I/O here: %v", err)
+	} else {
+		f.Close()
+	}
+	f, probe := probeFile(t, path)
+	r, err := Open(path)
+	require.NoError(t, err)
+	defer r.Close()
+	size := fileSize(t, f)
+	for _, chunk := range []int{1 << 20, 3 << 20} {
+		uncache(t, f, probe)
+		_, err := os.ReadFile(path)
+		require.NoError(t, err)
+		all, _ := probe.cached(0, size)
+		require.True(t, all, "the file is cached whole")
+		assertTensors(t, tensors, collect(t, &Loader{NoCache: true, ChunkSize: chunk}, r))
+		_, some := probe.cached(0, size)
+		assert.False(t, some, "pages of the file left in the cache")
+	}
 }
