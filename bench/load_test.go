@@ -11,9 +11,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-	"unsafe"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/safetensors-go/safetensors"
 )
@@ -68,7 +65,7 @@ func preadCeiling(f *os.File, dst []byte, off int64, workers, chunk int) error {
 // touched, so that no page fault is left.
 func touched(n int) []byte {
 	b := make([]byte, n)
-	unix.Madvise(b, unix.MADV_HUGEPAGE) // rounded to whole pages by the kernel or refused: a hint
+	adviseHuge(b)
 	for i := range b {
 		b[i] = 1
 	}
@@ -303,10 +300,7 @@ func BenchmarkLoadNoCache(b *testing.B) {
 	}
 	defer f.Close()
 	info, _ := f.Stat()
-	drop := func() {
-		unix.Fdatasync(int(f.Fd()))
-		unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
-	}
+	drop := func() { dropFileCache(f) }
 	ceilBuf := touched(size)
 	workers := loadWorkers()
 	ceiling := func() error { return preadCeiling(f, ceilBuf, off, workers, loadChunk) }
@@ -396,29 +390,6 @@ func BenchmarkLoadNoCache(b *testing.B) {
 	for i, s := range sides {
 		b.ReportMetric(float64(size)/best[i].Seconds()/1e9, s.name+"-GB/s")
 	}
-}
-
-// cachedFraction returns the fraction of the pages of f in the page cache,
-// as mincore tells.
-func cachedFraction(b *testing.B, f *os.File) float64 {
-	info, err := f.Stat()
-	if err != nil {
-		b.Fatal(err)
-	}
-	m, err := unix.Mmap(int(f.Fd()), 0, int(info.Size()), unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer unix.Munmap(m)
-	vec := make([]byte, (len(m)+os.Getpagesize()-1)/os.Getpagesize())
-	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
-		b.Fatal(errno)
-	}
-	n := 0
-	for _, v := range vec {
-		n += int(v & 1)
-	}
-	return float64(n) / float64(len(vec))
 }
 
 // sampleCached reads "Cached" of /proc/meminfo each 10 ms until the
