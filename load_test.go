@@ -312,16 +312,7 @@ func TestReadAllParallel(t *testing.T) {
 // tensors of a file that is not cached with direct I/O, where the file
 // system allows it, and leaves none of the file's data in the cache.
 func TestLoaderDirect(t *testing.T) {
-	path, tensors := loadFixture(t)
-	if f, err := openDirect(path); err != nil {
-		t.Skipf("no direct I/O here: %v", err)
-	} else {
-		f.Close()
-	}
-	f, probe := probeFile(t, path)
-	r, err := Open(path)
-	require.NoError(t, err)
-	defer r.Close()
+	_, tensors, f, probe, r := directFixture(t)
 	data, size := int64(r.Header().DataOffset()), int64(r.Header().DataLen())
 	var direct, other atomic.Int64
 	testHookRead = func(how int, off int64, n int) {
@@ -346,6 +337,31 @@ func TestLoaderDirect(t *testing.T) {
 	direct.Store(0)
 	collect(t, &Loader{}, r)
 	assert.Zero(t, direct.Load(), "no direct I/O without NoCache")
+}
+
+// skipWithoutDirect skips the test where the file system refuses direct
+// I/O of the file at path.
+func skipWithoutDirect(t *testing.T, path string) {
+	t.Helper()
+	f, err := openDirect(path)
+	if err != nil {
+		t.Skipf("no direct I/O here: %v", err)
+	}
+	f.Close()
+}
+
+// directFixture returns loadFixture's file, its path and tensors, opened
+// with a cacheProbe and with Open; it skips the test where the file system
+// refuses direct I/O or no probe can tell which pages are cached.
+func directFixture(t *testing.T) (path string, tensors []Tensor, f *os.File, probe *cacheProbe, r *Reader) {
+	t.Helper()
+	path, tensors = loadFixture(t)
+	skipWithoutDirect(t, path)
+	f, probe = probeFile(t, path)
+	r, err := Open(path)
+	require.NoError(t, err)
+	t.Cleanup(func() { r.Close() })
+	return path, tensors, f, probe, r
 }
 
 // probeFile opens the file at path with a cacheProbe, or skips the test
@@ -461,16 +477,7 @@ func mappingsOf(path string) int {
 func TestLoaderNoCacheCached(t *testing.T) { eachProbe(t, testLoaderNoCacheCached) }
 
 func testLoaderNoCacheCached(t *testing.T) {
-	path, tensors := loadFixture(t)
-	if f, err := openDirect(path); err != nil {
-		t.Skipf("no direct I/O here: %v", err)
-	} else {
-		f.Close()
-	}
-	f, probe := probeFile(t, path)
-	r, err := Open(path)
-	require.NoError(t, err)
-	defer r.Close()
+	path, tensors, f, probe, r := directFixture(t)
 	data, size := int64(r.Header().DataOffset()), int64(r.Header().DataLen())
 	log := logReads(t)
 	maps := mappingsOf(path)
@@ -526,16 +533,7 @@ func testLoaderNoCacheCached(t *testing.T) {
 func TestLoaderNoCachePartlyCached(t *testing.T) { eachProbe(t, testLoaderNoCachePartlyCached) }
 
 func testLoaderNoCachePartlyCached(t *testing.T) {
-	path, tensors := loadFixture(t)
-	if f, err := openDirect(path); err != nil {
-		t.Skipf("no direct I/O here: %v", err)
-	} else {
-		f.Close()
-	}
-	f, probe := probeFile(t, path)
-	r, err := Open(path)
-	require.NoError(t, err)
-	defer r.Close()
+	path, tensors, f, probe, r := directFixture(t)
 	data, size := int64(r.Header().DataOffset()), int64(r.Header().DataLen())
 	page := int64(os.Getpagesize())
 	log := logReads(t)
@@ -617,11 +615,7 @@ func testLoaderNoCacheLargeFolios(t *testing.T) {
 	}
 	path := filepath.Join(t.TempDir(), "large.safetensors")
 	require.NoError(t, WriteFile(path, tensors, nil))
-	if f, err := openDirect(path); err != nil {
-		t.Skipf("no direct I/O here: %v", err)
-	} else {
-		f.Close()
-	}
+	skipWithoutDirect(t, path)
 	f, probe := probeFile(t, path)
 	r, err := Open(path)
 	require.NoError(t, err)
