@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -85,6 +84,27 @@ func keepFastest(b *testing.B, best *time.Duration, run func() error) {
 	}
 }
 
+// loadFile creates the file the load benchmarks read (64 tensors of
+// loadFileSize() bytes in all, non-zero), and opens it twice: with Open,
+// and as a plain file for the ceiling. All three go when the benchmark
+// ends.
+func loadFile(b *testing.B) (path string, r *safetensors.Reader, f *os.File) {
+	b.Helper()
+	path = createFile(b, b.TempDir(), "load.safetensors", 64, loadFileSize(), false)
+	b.Cleanup(func() { os.Remove(path) })
+	r, err := safetensors.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { r.Close() })
+	f, err = os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { f.Close() })
+	return path, r, f
+}
+
 // warm reads the whole file through the page cache.
 func warm(b *testing.B, path string) {
 	b.Helper()
@@ -120,19 +140,8 @@ func warm(b *testing.B, path string) {
 // / side time, 1 = as fast as the ceiling), readall-fresh-x (fresh time /
 // readall time), speedup (sequential time / readall time).
 func BenchmarkLoad(b *testing.B) {
-	path := createFile(b, b.TempDir(), "load.safetensors", 64, loadFileSize(), false)
-	defer os.Remove(path)
-	r, err := safetensors.Open(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer r.Close()
+	path, r, f := loadFile(b)
 	off, size := int64(r.Header().DataOffset()), int(r.Header().DataLen())
-	f, err := os.Open(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
 	ceilBuf := touched(size)
 	loaderBuf := touched(512 << 20)
 	workers := loadWorkers()
@@ -198,19 +207,8 @@ func BenchmarkLoad(b *testing.B) {
 // must stay small).
 func BenchmarkLoadMemoryLimit(b *testing.B) {
 	const limit = 512 << 20
-	path := createFile(b, b.TempDir(), "load.safetensors", 64, loadFileSize(), false)
-	defer os.Remove(path)
-	r, err := safetensors.Open(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer r.Close()
+	path, r, f := loadFile(b)
 	off, size := int64(r.Header().DataOffset()), int(r.Header().DataLen())
-	f, err := os.Open(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
 	// The ceiling reads into a buffer of M bytes, the chunks of each
 	// round of reads reusing it, as the loader reuses its memory.
 	ceilBuf := touched(limit)
@@ -287,19 +285,8 @@ func BenchmarkLoadNoCache(b *testing.B) {
 	if runtime.GOOS != "linux" {
 		b.Skip("needs /proc/meminfo and posix_fadvise")
 	}
-	path := createFile(b, b.TempDir(), "load.safetensors", 64, loadFileSize(), false)
-	defer os.Remove(path)
-	r, err := safetensors.Open(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer r.Close()
+	path, r, f := loadFile(b)
 	off, size := int64(r.Header().DataOffset()), int(r.Header().DataLen())
-	f, err := os.Open(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
 	info, _ := f.Stat()
 	drop := func() { dropFileCache(f) }
 	ceilBuf := touched(size)
@@ -414,21 +401,7 @@ func sampleCached(base int64) (stop func() int64) {
 }
 
 // meminfo reads a "kB" field of /proc/meminfo, in bytes.
-func meminfo(field string) int64 {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		var kb int64
-		if n, _ := fmt.Sscanf(s.Text(), field+" %d kB", &kb); n == 1 {
-			return kb << 10
-		}
-	}
-	return 0
-}
+func meminfo(field string) int64 { return procBytes("/proc/meminfo", field) }
 
 // BenchmarkOpenIndexSingle opens a model directory holding one
 // model.safetensors (256 tensors) with OpenIndex, and, alternating, does

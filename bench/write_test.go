@@ -128,9 +128,13 @@ func resetPeakRSS() int64 {
 // peakRSS returns the peak resident set size in bytes since the last reset.
 func peakRSS() int64 { return statusBytes("VmHWM:") }
 
-// statusBytes reads a "kB" field of /proc/self/status.
-func statusBytes(field string) int64 {
-	f, err := os.Open("/proc/self/status")
+// statusBytes reads a "kB" field of /proc/self/status, in bytes.
+func statusBytes(field string) int64 { return procBytes("/proc/self/status", field) }
+
+// procBytes reads a "kB" field of a file of /proc, in bytes, or returns 0
+// where there is none.
+func procBytes(path, field string) int64 {
+	f, err := os.Open(path)
 	if err != nil {
 		return 0
 	}
