@@ -84,7 +84,7 @@ func CompressWeight(w safetensors.Tensor, s Strategy) (q, scale safetensors.Tens
 		}
 		err = forRows(out, in, func(lo, hi int, buf []float32) error {
 			for r := lo; r < hi; r++ {
-				if w.DType == safetensors.BF16 && !useAVX2 {
+				if readsBF16Bytes(w.DType) {
 					quantRowBF16(q.Data[r*in:(r+1)*in], w.Data[2*r*in:2*(r+1)*in], scales[r], m)
 					continue
 				}
@@ -100,7 +100,7 @@ func CompressWeight(w safetensors.Tensor, s Strategy) (q, scale safetensors.Tens
 	}
 	err = forRows(out, in, func(lo, hi int, buf []float32) error {
 		for r := lo; r < hi; r++ {
-			if w.DType == safetensors.BF16 && !useAVX2 {
+			if readsBF16Bytes(w.DType) {
 				raw := w.Data[2*r*in : 2*(r+1)*in]
 				m, bad := rowMaxAbsBF16(raw)
 				if bad >= 0 {
@@ -191,6 +191,12 @@ func row(w safetensors.Tensor, r, in int, buf []float32) []float32 {
 	}
 	return buf
 }
+
+// readsBF16Bytes reports whether the rows of a weight of dtype d are
+// quantized from their BF16 bytes (by table, in pure Go) rather than
+// decoded to float32 first: for BF16 without the AVX2 loops, which decode
+// and divide faster than the table looks up.
+func readsBF16Bytes(d safetensors.DType) bool { return d == safetensors.BF16 && !useAVX2 }
 
 // rowMaxAbs returns max|x| over x, or the index of a NaN or ±Inf.
 func rowMaxAbs(x []float32) (m float32, bad int) {
@@ -292,7 +298,7 @@ func maxAbs(w safetensors.Tensor, out, in int) (float32, error) {
 	err := forRows(out, in, func(lo, hi int, buf []float32) error {
 		var local float32
 		for r := lo; r < hi; r++ {
-			if w.DType == safetensors.BF16 && !useAVX2 {
+			if readsBF16Bytes(w.DType) {
 				raw := w.Data[2*r*in : 2*(r+1)*in]
 				rm, bad := rowMaxAbsBF16(raw)
 				if bad >= 0 {
