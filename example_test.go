@@ -337,6 +337,64 @@ func ExampleOpen() {
 	// F32 [2 2] 16
 }
 
+// ReadAll reads the file into memory of the Reader's own, which stays
+// valid after Close.
+func ExampleReadAll() {
+	r, err := safetensors.Open("testdata/conformance/valid/metadata_present.safetensors", safetensors.ReadAll())
+	if err != nil {
+		log.Fatal(err)
+	}
+	w, err := r.Tensor("w")
+	r.Close()
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(w.DType, w.Shape, len(w.Data))
+	// Output:
+	// F32 [2 2] 16
+}
+
+// ReadInto reads files into memory the caller keeps from one to the next:
+// one buffer, sized by the headers, serves both files in turn.
+func ExampleReadInto() {
+	files := []string{
+		"testdata/conformance/valid/metadata_present.safetensors",
+		"testdata/conformance/valid/dtype_F64.safetensors",
+	}
+	var size uint64
+	for _, path := range files {
+		f, err := os.Open(path)
+		if err != nil {
+			log.Fatal(err)
+		}
+		h, err := safetensors.ReadHeader(f)
+		f.Close()
+		if err != nil {
+			log.Fatal(err)
+		}
+		size = max(size, h.DataLen())
+	}
+	buf := make([]byte, size)
+	for _, path := range files {
+		r, err := safetensors.Open(path, safetensors.ReadInto(buf))
+		if err != nil {
+			log.Fatal(err)
+		}
+		tensors, err := r.Tensors()
+		r.Close()
+		if err != nil {
+			log.Fatal(err)
+		}
+		for _, t := range tensors {
+			fmt.Println(filepath.Base(path), t.Name, t.DType, len(t.Data)) // t.Data is in buf until the next file
+		}
+	}
+	// Output:
+	// metadata_present.safetensors b F32 8
+	// metadata_present.safetensors w F32 16
+	// dtype_F64.safetensors tensor F64 96
+}
+
 func ExampleNewReaderAt() {
 	var buf bytes.Buffer
 	err := safetensors.Write(&buf, []safetensors.Tensor{

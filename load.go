@@ -174,7 +174,8 @@ type Loader struct {
 	// Buffer, if not nil, is the memory the Loader reads into, in place of
 	// memory of its own of MemoryLimit bytes: pinned memory for a device,
 	// or memory kept from one load to the next. It must hold the largest
-	// tensor and 4 KiB more. Tensors are handed over as slices of it.
+	// tensor and 4 KiB more (a smaller one gives an error wrapping
+	// io.ErrShortBuffer). Tensors are handed over as slices of it.
 	Buffer []byte
 
 	// NoCache reads local files so that a load leaves no cached copy of them
@@ -335,7 +336,7 @@ func (l *Loader) start(ctx context.Context, files []LoadFile) (*load, error) {
 	var mem []byte
 	if l.Buffer != nil {
 		if uint64(len(l.Buffer)) < need {
-			return nil, fmt.Errorf("%sthe Loader's Buffer of %d bytes cannot hold the largest tensor, of %d bytes, and 4096 more", prefix, len(l.Buffer), largest)
+			return nil, fmt.Errorf("%sthe Loader's Buffer of %d bytes cannot hold the largest tensor, of %d bytes, and 4096 more: %w", prefix, len(l.Buffer), largest, io.ErrShortBuffer)
 		}
 		mem = l.Buffer
 	} else {

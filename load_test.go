@@ -179,6 +179,7 @@ func TestLoaderErrors(t *testing.T) {
 	assert.ErrorContains(t, err, `tensor "x": invalid data offsets: custom: offsets [5, 4)`)
 
 	_, err = first((&Loader{Buffer: make([]byte, 300_000+4095)}).Load(context.Background(), r))
+	assert.ErrorIs(t, err, io.ErrShortBuffer)
 	assert.ErrorContains(t, err, "cannot hold the largest tensor, of 300000 bytes")
 
 	require.NoError(t, r.Close())
@@ -628,4 +629,106 @@ func testLoaderNoCacheLargeFolios(t *testing.T) {
 		_, some := probe.cached(0, size)
 		assert.False(t, some, "pages of the file left in the cache")
 	}
+}
+
+// TestReadInto opens a file and a sharded checkpoint with ReadInto: the
+// data in the caller's buffer, where the documentation says, valid after
+// Close, and a buffer too small refused.
+func TestReadInto(t *testing.T) {
+	path, tensors := loadFixture(t)
+	plain, err := Open(path)
+	require.NoError(t, err)
+	defer plain.Close()
+	size := int(plain.Header().DataLen())
+	section := plain.data
+
+	inside := func(t *testing.T, buf []byte, d []byte) {
+		t.Helper()
+		if len(d) == 0 {
+			return
+		}
+		b := uintptr(unsafe.Pointer(unsafe.SliceData(buf)))
+		p := uintptr(unsafe.Pointer(unsafe.SliceData(d)))
+		require.True(t, p >= b && p+uintptr(len(d)) <= b+uintptr(len(buf)), "in the caller's buffer")
+	}
+	for _, extra := range []int{0, 1, 4096} {
+		buf := make([]byte, size+extra)
+		for i := range buf {
+			buf[i] = 0xEE
+		}
+		r, err := Open(path, ReadInto(buf))
+		require.NoError(t, err)
+		assert.Nil(t, r.mapping)
+		got, err := r.Tensors()
+		require.NoError(t, err)
+		require.NoError(t, r.Close())
+		for i, g := range got {
+			inside(t, buf[:size], g.Data)
+			assert.Equal(t, tensors[i].Data, g.Data, g.Name)
+		}
+		assert.True(t, bytes.Equal(section, buf[:size]), "the data section at buf's start")
+		assert.Equal(t, bytes.Repeat([]byte{0xEE}, extra), buf[size:], "nothing written past it")
+	}
+
+	for _, buf := range [][]byte{nil, make([]byte, size-1)} {
+		_, err = Open(path, ReadInto(buf))
+		assert.ErrorIs(t, err, io.ErrShortBuffer)
+		assert.ErrorContains(t, err, path)
+		assert.ErrorContains(t, err, fmt.Sprintf("data section of %d bytes does not fit in ReadInto's buffer of %d bytes", size, len(buf)))
+	}
+	empty := filepath.Join(t.TempDir(), "empty.safetensors")
+	require.NoError(t, WriteFile(empty, []Tensor{{Name: "e", DType: F32, Shape: []uint64{0}}}, nil))
+	r, err := Open(empty, ReadInto(nil))
+	require.NoError(t, err, "an empty data section fits in no buffer")
+	require.NoError(t, r.Close())
+
+	// A checkpoint: each shard's section at a multiple of 64 bytes, none
+	// overlapping, all within the sum of the sections rounded up.
+	fx := loadShardedFixture(t)
+	dir := writeFixture(t, fx)
+	s, err := OpenIndex(dir)
+	require.NoError(t, err)
+	need, sum := 0, 0
+	for _, shard := range s.Shards() {
+		h, err := s.Header(shard)
+		require.NoError(t, err)
+		need += (int(h.DataLen()) + 63) / 64 * 64
+		sum += int(h.DataLen())
+	}
+	require.NoError(t, s.Close())
+	buf := make([]byte, need)
+	s, err = OpenIndex(dir, ReadInto(buf), Strict())
+	require.NoError(t, err)
+	got, err := s.Tensors()
+	require.NoError(t, err)
+	type span struct{ b, e int }
+	var spans []span
+	for i, shard := range s.Shards() {
+		r := s.shards[i]
+		inside(t, buf, r.data)
+		if len(r.data) > 0 {
+			off := int(uintptr(unsafe.Pointer(unsafe.SliceData(r.data))) - uintptr(unsafe.Pointer(unsafe.SliceData(buf))))
+			assert.Zero(t, off%64, "%s at offset %d", shard, off)
+			for _, o := range spans {
+				assert.True(t, off+len(r.data) <= o.b || o.e <= off, "%s overlaps another shard", shard)
+			}
+			spans = append(spans, span{off, off + len(r.data)})
+		}
+	}
+	require.Len(t, spans, len(s.Shards()))
+	require.NoError(t, s.Close())
+	require.Len(t, got, len(fx.tensors))
+	for _, g := range got {
+		inside(t, buf, g.Data)
+		found := false
+		for _, w := range fx.tensors {
+			if w.Name == g.Name {
+				found = true
+				assert.Equal(t, w.Data, g.Data, g.Name)
+			}
+		}
+		assert.True(t, found, g.Name)
+	}
+	_, err = OpenIndex(dir, ReadInto(make([]byte, sum-1)))
+	assert.ErrorIs(t, err, io.ErrShortBuffer)
 }

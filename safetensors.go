@@ -89,6 +89,12 @@
 // [reference implementation]: https://github.com/huggingface/safetensors/tree/main/safetensors
 package safetensors
 
+import (
+	"fmt"
+	"io"
+	"sync"
+)
+
 // A ReadOption changes how a file is read. Pass options to [Open],
 // [NewReader], [NewReaderAt] and [ReadHeader].
 type ReadOption func(*readConfig) error
@@ -97,6 +103,39 @@ type ReadOption func(*readConfig) error
 type readConfig struct {
 	strict  bool
 	readAll bool
+
+	// into is ReadInto's buffer, if hasInto; used counts its bytes given
+	// to data sections so far (shards open at once, hence mu).
+	hasInto bool
+	into    []byte
+	mu      sync.Mutex
+	used    int
+}
+
+// intoAlign is where ReadInto places each data section after the first:
+// at a multiple of it from the buffer's start.
+const intoAlign = 64
+
+// dest returns the memory a data section of n bytes is read into: the next
+// part of ReadInto's buffer, or new memory.
+func (c *readConfig) dest(n int) ([]byte, error) {
+	if !c.hasInto {
+		b := make([]byte, n)
+		adviseHugePages(b)
+		return b, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	start := c.used
+	if start%intoAlign != 0 {
+		start += intoAlign - start%intoAlign // no overflow: start <= len(c.into)
+	}
+	if start > len(c.into) || n > len(c.into)-start {
+		return nil, fmt.Errorf("%sthe data section of %d bytes does not fit in ReadInto's buffer of %d bytes, %d of them taken: %w",
+			prefix, n, len(c.into), c.used, io.ErrShortBuffer)
+	}
+	c.used = start + n
+	return c.into[start : start+n : start+n], nil
 }
 
 func newReadConfig(opts []ReadOption) (*readConfig, error) {

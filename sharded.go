@@ -87,7 +87,8 @@ type Sharded struct {
 // error wrapping ErrUnlistedTensor together with a usable Sharded, which
 // the caller may keep, or close.
 //
-// The options go to every shard's Open.
+// The options go to every shard's Open; the shards share ReadInto's
+// buffer, as its documentation says.
 func OpenIndex(path string, opts ...ReadOption) (*Sharded, error) {
 	cfg, err := newReadConfig(opts)
 	if err != nil {

@@ -129,6 +129,8 @@ func warm(b *testing.B, path string) {
 //     pread into a buffer allocated and touched beforehand;
 //   - readall: Open with ReadAll, which now reads with N goroutines into
 //     memory it allocates;
+//   - readinto: Open with ReadInto, the same reads into the ceiling's
+//     buffer (memory the caller keeps from file to file);
 //   - loader: a Loader into a Buffer of 512 MiB kept from round to round,
 //     each tensor handed over and dropped;
 //   - sequential: what ReadAll did before, one ReadAt of the data section
@@ -136,8 +138,8 @@ func warm(b *testing.B, path string) {
 //   - fresh: the ceiling's reads into memory allocated for the round, as
 //     ReadAll must (the kernel zeroes each new page before the copy).
 //
-// Metrics: each side's fastest round, readall-x and loader-x (ceiling time
-// / side time, 1 = as fast as the ceiling), readall-fresh-x (fresh time /
+// Metrics: each side's fastest round, readall-x, readinto-x and loader-x
+// (ceiling time / side time, 1 = as fast as the ceiling), readall-fresh-x (fresh time /
 // readall time), speedup (sequential time / readall time).
 func BenchmarkLoad(b *testing.B) {
 	path, r, f := loadFile(b)
@@ -172,6 +174,13 @@ func BenchmarkLoad(b *testing.B) {
 			return err
 		}},
 		{"fresh", func() error { return preadCeiling(f, make([]byte, size), off, workers, loadChunk) }},
+		{"readinto", func() error {
+			r, err := safetensors.Open(path, safetensors.ReadInto(ceilBuf))
+			if err != nil {
+				return err
+			}
+			return r.Close()
+		}},
 	}
 	warm(b, path)
 	b.SetBytes(int64(size))
@@ -194,6 +203,7 @@ func BenchmarkLoad(b *testing.B) {
 	}
 	b.ReportMetric(best[0].Seconds()/best[1].Seconds(), "readall-x")
 	b.ReportMetric(best[0].Seconds()/best[2].Seconds(), "loader-x")
+	b.ReportMetric(best[0].Seconds()/best[5].Seconds(), "readinto-x")
 	b.ReportMetric(best[4].Seconds()/best[1].Seconds(), "readall-fresh-x")
 	b.ReportMetric(best[3].Seconds()/best[1].Seconds(), "speedup")
 	b.ReportMetric(float64(workers), "goroutines")
