@@ -4,24 +4,34 @@ import (
 	"errors"
 	"fmt"
 	"os"
-)
 
-// isRegular returns an error naming path if f is not a regular file: a
-// directory, a device, a FIFO or a socket, whose reads could block forever
-// or never end.
-func isRegular(f *os.File, path string) error {
-	info, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if !info.Mode().IsRegular() {
-		return &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w (mode %v)", ErrNotRegular, info.Mode())}
-	}
-	return nil
-}
+	"github.com/safetensors-go/safetensors/internal/regular"
+)
 
 // ErrNotRegular is returned by Open, OpenIndex and the other functions that
 // open files by name for a path that is not a regular file: a directory, a
 // FIFO, a device or a socket. They refuse it before reading a byte, and
 // without waiting for a FIFO's writer.
 var ErrNotRegular = errors.New("safetensors: not a regular file")
+
+// openRegular opens the named file for reading, and refuses anything but a
+// regular file without blocking on a FIFO.
+func openRegular(path string) (*os.File, error) {
+	return openChecked(os.OpenFile, path)
+}
+
+// openRegularIn is openRegular of a file inside root.
+func openRegularIn(root *os.Root, name string) (*os.File, error) {
+	return openChecked(root.OpenFile, name)
+}
+
+// openChecked opens name with open as regular.Open does, its refusal an
+// error wrapping ErrNotRegular that names the file.
+func openChecked(open regular.OpenFunc, name string) (*os.File, error) {
+	f, err := regular.Open(open, name)
+	var nr *regular.NotRegularError
+	if errors.As(err, &nr) {
+		return nil, &os.PathError{Op: "open", Path: name, Err: fmt.Errorf("%w (mode %v)", ErrNotRegular, nr.Mode)}
+	}
+	return f, err
+}

@@ -1,29 +1,24 @@
 package dataset
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime/debug"
+
+	"github.com/safetensors-go/safetensors/internal/regular"
 )
 
 // openRegular opens name inside root for reading without blocking, and
 // refuses anything but a regular file (a FIFO, a device, a directory) with
 // an error wrapping ErrInvalidDataset that names it.
 func openRegular(root *os.Root, dir, name string) (*os.File, error) {
-	f, err := root.OpenFile(name, os.O_RDONLY|nonBlock, 0)
-	if err != nil {
-		return nil, err
+	f, err := regular.Open(root.OpenFile, name)
+	var nr *regular.NotRegularError
+	if errors.As(err, &nr) {
+		return nil, fmt.Errorf("%w: %s: %s is not a regular file (mode %v)", ErrInvalidDataset, dir, name, nr.Mode)
 	}
-	info, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	if !info.Mode().IsRegular() {
-		f.Close()
-		return nil, fmt.Errorf("%w: %s: %s is not a regular file (mode %v)", ErrInvalidDataset, dir, name, info.Mode())
-	}
-	return f, nil
+	return f, err
 }
 
 // faultError reports whether p, a recovered panic, is a memory fault that
