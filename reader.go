@@ -46,7 +46,9 @@ type Reader struct {
 // than map it: for network file systems, where mapped reads can be many
 // times slower, or when tensors must stay valid after Close or if the file
 // is truncated. Open reads only the data section, once, in reads of 16 MiB
-// from several goroutines (one a processor, and at least four).
+// from several goroutines (one a processor, and at least four). OpenFile
+// and OpenIndex take it too; NewReader, NewReaderAt and ReadHeader, which
+// map nothing, ignore it.
 func ReadAll() ReadOption {
 	return func(c *readConfig) error {
 		c.readAll = true
@@ -63,13 +65,14 @@ func ReadAll() ReadOption {
 // Linux makes ReadAll take about half as long again.
 //
 // The tensors' Data are slices of buf, which the caller must not change
-// while it uses them; they stay valid after Close, as long as buf does.
+// while it uses them; they stay valid after Close, until buf is reused.
 // Open uses buf from its start, and needs Header().DataLen() bytes of it.
 // With OpenIndex, the shards' data sections go one after another into buf,
 // in no set order, each at a multiple of 64 bytes from buf's start: the
 // sum of the shards' data sections, each rounded up to 64 bytes, is
 // enough. A buf too small gives an error wrapping io.ErrShortBuffer; then
-// any part of buf may have been written.
+// any part of buf may have been written. Like ReadAll, it applies to Open,
+// OpenFile and OpenIndex.
 func ReadInto(buf []byte) ReadOption {
 	return func(c *readConfig) error {
 		c.readAll, c.hasInto, c.into = true, true, buf
