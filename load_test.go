@@ -731,4 +731,5 @@ func TestReadInto(t *testing.T) {
 	}
 	_, err = OpenIndex(dir, ReadInto(make([]byte, sum-1)))
 	assert.ErrorIs(t, err, io.ErrShortBuffer)
+	assert.ErrorContains(t, err, "taken by other shards")
 }

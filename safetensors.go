@@ -96,7 +96,7 @@ import (
 )
 
 // A ReadOption changes how a file is read. Pass options to [Open],
-// [NewReader], [NewReaderAt] and [ReadHeader].
+// [OpenFile], [OpenIndex], [NewReader], [NewReaderAt] and [ReadHeader].
 type ReadOption func(*readConfig) error
 
 // readConfig holds the settings of ReadOptions.
@@ -131,8 +131,12 @@ func (c *readConfig) dest(n int) ([]byte, error) {
 		start += intoAlign - start%intoAlign // no overflow: start <= len(c.into)
 	}
 	if start > len(c.into) || n > len(c.into)-start {
-		return nil, fmt.Errorf("%sthe data section of %d bytes does not fit in ReadInto's buffer of %d bytes, %d of them taken: %w",
-			prefix, n, len(c.into), c.used, io.ErrShortBuffer)
+		taken := ""
+		if c.used > 0 {
+			taken = fmt.Sprintf(", %d of them taken by other shards", c.used)
+		}
+		return nil, fmt.Errorf("%sthe data section of %d bytes does not fit in ReadInto's buffer of %d bytes%s: %w",
+			prefix, n, len(c.into), taken, io.ErrShortBuffer)
 	}
 	c.used = start + n
 	return c.into[start : start+n : start+n], nil
