@@ -1,10 +1,24 @@
 // Package check checks a model's weights before they are used: the values
 // of every tensor (NaN, infinities, all-zero tensors, values of unusual
 // magnitude), the dtypes (float tensors of mixed dtypes), the structure of
-// the numbered blocks (every block with the same tensors, of the same shapes
-// and dtypes, numbered 0..N-1), and the figures of the model's config.json
-// against the shapes, for the families whose modeling code it knows (see
-// [Families]).
+// the numbered blocks, and the model's config.json against the weights.
+//
+// The structure check learns what the model is before it judges: blocks of
+// several kinds (MoE and dense MLPs, attention and SSM, convolution or
+// recurrent mixers, cross-attention in some layers, sliding and global
+// attention of other shapes), tensors of the first or last block only, the
+// stages of a hierarchy and lists numbered like blocks that are not
+// blocks are all healthy. It reports what the rest of the model shows to
+// be a defect: a tensor missing from one block that the blocks like it
+// have, a tensor transposed, a shape or dtype unlike the other blocks'
+// where nothing else in its block differs, a gap between blocks alike.
+// What may be intended is a warning.
+//
+// The configuration is checked for every architecture: the layer count,
+// hidden size, vocabulary and MLP width that config.json and its
+// sub-configurations give (under each name transformers stores them as)
+// must be sizes the weights have ([Report.Checked] lists the keys
+// checked); for the families in [Families], every shape is checked too.
 //
 // [Model] checks a file, a sharded checkpoint or a model directory; [Run]
 // checks any [Source] of tensors. The values are read once, in parallel over
@@ -101,7 +115,11 @@ type Report struct {
 	Bytes   uint64 `json:"bytes"`   // their total size
 	// Family is the model family whose configuration was checked ("" if
 	// none was); Notes say what was not checked and why.
-	Family   string    `json:"family,omitempty"`
+	Family string `json:"family,omitempty"`
+	// Checked lists the keys of config.json (and of its sub-configurations,
+	// as "text_config.hidden_size") that were checked against the weights
+	// by the general rule, which holds for every architecture.
+	Checked  []string  `json:"checked,omitempty"`
 	Notes    []string  `json:"notes,omitempty"`
 	Findings []Finding `json:"findings"`
 }
@@ -173,17 +191,23 @@ func Run(src Source, opts Options) (*Report, error) {
 		infos = append(infos, info{Name: n, DType: t.DType, Shape: t.Shape})
 		r.Bytes += uint64(len(t.Data))
 	}
-	values, err := scanValues(tensors, opts)
+	values, bounds, err := scanValues(tensors, opts)
 	if err != nil {
 		return nil, err
 	}
 	r.Findings = append(r.Findings, values...)
+	if len(bounds) > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("%d tensors named as bounds hold only infinities, as clipping bounds initialized to no clipping do (e.g. %q): not reported", len(bounds), bounds[0]))
+	}
 	r.Findings = append(r.Findings, dtypes(infos)...)
 	st := structure(infos)
 	r.Findings = append(r.Findings, st.findings...)
 	if cfg != nil {
 		family, notes, findings := checkConfig(cfg, infos, st)
-		r.Family, r.Notes = family, notes
+		r.Family = family
+		r.Notes = append(r.Notes, notes...)
+		r.Findings = append(r.Findings, findings...)
+		r.Checked, findings = checkSizes(cfg, infos, st)
 		r.Findings = append(r.Findings, findings...)
 	} else {
 		r.Notes = append(r.Notes, "no config.json: the configuration was not checked")

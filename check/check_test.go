@@ -275,7 +275,7 @@ func TestLargeTensorInParallel(t *testing.T) {
 			tn, err = safetensors.TensorFromFloat32s("x", d, []uint64{uint64(n)}, f32, safetensors.RoundNearestEven)
 			require.NoError(t, err)
 		}
-		fs, err := scanValues([]safetensors.Tensor{tn}, Options{Workers: 4})
+		fs, _, err := scanValues([]safetensors.Tensor{tn}, Options{Workers: 4})
 		require.NoError(t, err)
 		require.Len(t, fs, 3, "%v: %v", d, fs)
 		byKind := map[string]Finding{}
@@ -296,8 +296,8 @@ func TestStructureOddNames(t *testing.T) {
 	infos := []info{
 		{Name: "layers.01.w", DType: safetensors.F32, Shape: shape},
 		{Name: "model.layers.99999999999999999999999.w", DType: safetensors.F32, Shape: shape},
-		{Name: "h.0.w", DType: safetensors.F32, Shape: shape},
-		{Name: "h.1000000000.w", DType: safetensors.F32, Shape: shape},
+		{Name: "h.0.attn.w", DType: safetensors.F32, Shape: shape},
+		{Name: "h.1000000000.attn.w", DType: safetensors.F32, Shape: shape},
 		{Name: "h.", DType: safetensors.F32, Shape: shape},
 		{Name: "layers..w", DType: safetensors.F32, Shape: shape},
 	}
@@ -378,7 +378,7 @@ func TestValueLimits(t *testing.T) {
 						vals[pos] = v
 						tn, err := safetensors.TensorFromFloat32s("x", d, []uint64{uint64(n)}, vals, safetensors.RoundNearestEven)
 						require.NoError(t, err)
-						fs, err := scanValues([]safetensors.Tensor{tn}, Options{MaxAbs: maxAbs})
+						fs, _, err := scanValues([]safetensors.Tensor{tn}, Options{MaxAbs: maxAbs})
 						require.NoError(t, err)
 						back, _ := tn.Float32s()
 						x := float64(back[pos])

@@ -17,11 +17,17 @@ import (
 var containers = map[string]bool{"layers": true, "layer": true, "h": true, "blocks": true, "block": true}
 
 // A stack is a sequence of numbered blocks under one prefix, such as
-// "model.layers".
+// "model.layers", or "encoder.layers.2.blocks" inside a stage of a
+// hierarchical model.
 type stack struct {
 	prefix string
 	blocks map[int]map[string]info // block number → suffix → tensor
 	n      int                     // the number of blocks present
+	nested bool                    // inside a block of another stack, or of any numbered list
+	// modules is set for a list of single modules ("layers.0.weight",
+	// "layers.0.bias"), which is not a stack of blocks: its entries are
+	// different layers.
+	modules bool
 }
 
 // block returns the name of block i: "model.layers.3".
@@ -32,11 +38,12 @@ type structureResult struct {
 	findings []Finding
 }
 
-// main returns the stack with the most blocks, or nil.
+// main returns the outermost stack of blocks with the most blocks, or
+// nil; a list of single modules only where there is no stack of blocks.
 func (r structureResult) main() *stack {
 	var best *stack
 	for _, s := range r.stacks {
-		if best == nil || s.n > best.n {
+		if !s.nested && (best == nil || best.modules && !s.modules || best.modules == s.modules && s.n > best.n) {
 			best = s
 		}
 	}
@@ -47,120 +54,411 @@ func (r structureResult) main() *stack {
 // ("model.layers"), the number's text and the suffix
 // ("self_attn.q_proj.weight").
 func splitBlock(name string) (prefix, num, suffix string, ok bool) {
-	segs := strings.Split(name, ".")
-	for i := 1; i+1 < len(segs); i++ {
-		if containers[segs[i-1]] && segs[i] != "" && strings.Trim(segs[i], "0123456789") == "" {
-			return strings.Join(segs[:i], "."), segs[i], strings.Join(segs[i+1:], "."), true
-		}
+	splits := splitBlocks(name, 1)
+	if len(splits) == 0 {
+		return "", "", "", false
 	}
-	return "", "", "", false
+	return splits[0].prefix, splits[0].num, splits[0].suffix, true
 }
 
-// structure groups the tensors by block and reports the blocks that lack a
-// tensor the others have, or hold one the others lack, or whose tensor has
-// another shape or dtype than in the others, and gaps in the numbering.
+type split struct{ prefix, num, suffix string }
+
+// splitBlocks splits a tensor name at each of its numbered blocks, the
+// outermost first, at most max of them. A number right after a block's
+// number is a block too: SegFormer's encoder.block.1.0 is block 0 of
+// stage 1.
+func splitBlocks(name string, max int) []split {
+	var out []split
+	segs := strings.Split(name, ".")
+	for i := 1; i+1 < len(segs) && len(out) < max; i++ {
+		inner := len(out) > 0 && i >= 2 && segs[i-1] == out[len(out)-1].num && strings.Count(out[len(out)-1].prefix, ".")+1 == i-1
+		if (containers[segs[i-1]] || inner) && segs[i] != "" && strings.Trim(segs[i], "0123456789") == "" {
+			out = append(out, split{strings.Join(segs[:i], "."), segs[i], strings.Join(segs[i+1:], ".")})
+		}
+	}
+	return out
+}
+
+// structure groups the tensors by block, at every level of nesting, and
+// judges each stack of blocks as its model makes it: blocks of several
+// kinds (attention and SSM or convolution mixers, MoE and dense MLPs,
+// cross-attention in some layers), tensors in the first or last block
+// only, and stages of a hierarchy whose shapes grow from stage to stage
+// are all healthy. What it reports is what the rest of the stack shows to
+// be a defect: a block that lacks one tensor that blocks otherwise like it
+// have, a tensor whose shape or dtype differs from that of the other
+// blocks where nothing else in its block does, a tensor transposed, and a
+// gap in the numbering of blocks alike.
 func structure(infos []info) structureResult {
 	var res structureResult
 	byPrefix := map[string]*stack{}
 	for _, t := range infos {
-		prefix, num, suffix, ok := splitBlock(t.Name)
-		if !ok {
-			continue
+		for depth, sp := range splitBlocks(t.Name, 4) {
+			i, err := strconv.Atoi(sp.num)
+			if err != nil || strconv.Itoa(i) != sp.num {
+				if depth == 0 {
+					res.findings = append(res.findings, Finding{Severity: Error, Kind: KindStructure, Tensor: t.Name,
+						Message: fmt.Sprintf("block number %q is not a number written without leading zeros", sp.num)})
+				}
+				break
+			}
+			s := byPrefix[sp.prefix]
+			if s == nil {
+				s = &stack{prefix: sp.prefix, blocks: map[int]map[string]info{}, nested: depth > 0 || numbered(sp.prefix)}
+				byPrefix[sp.prefix] = s
+			}
+			if s.blocks[i] == nil {
+				s.blocks[i] = map[string]info{}
+				s.n++
+			}
+			s.blocks[i][sp.suffix] = t
 		}
-		i, err := strconv.Atoi(num)
-		if err != nil || strconv.Itoa(i) != num {
-			res.findings = append(res.findings, Finding{Severity: Error, Kind: KindStructure, Tensor: t.Name,
-				Message: fmt.Sprintf("block number %q is not a number written without leading zeros", num)})
-			continue
-		}
-		s := byPrefix[prefix]
-		if s == nil {
-			s = &stack{prefix: prefix, blocks: map[int]map[string]info{}}
-			byPrefix[prefix] = s
-		}
-		if s.blocks[i] == nil {
-			s.blocks[i] = map[string]info{}
-			s.n++
-		}
-		s.blocks[i][suffix] = t
 	}
 	for _, p := range slices.Sorted(maps.Keys(byPrefix)) {
 		s := byPrefix[p]
+		s.modules = true
+		for _, b := range s.blocks {
+			for suf := range b {
+				s.modules = s.modules && !strings.Contains(suf, ".")
+			}
+		}
 		res.stacks = append(res.stacks, s)
 		res.findings = append(res.findings, s.check()...)
 	}
 	return res
 }
 
+// numbered reports whether a name has a numbered segment ("heads.2.layers").
+func numbered(name string) bool {
+	for _, seg := range strings.Split(name, ".") {
+		if seg != "" && strings.Trim(seg, "0123456789") == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// variant is a tensor's dtype and shape.
+type variant struct {
+	dtype safetensors.DType
+	shape string
+}
+
+func variantOf(t info) variant { return variant{t.DType, fmt.Sprint(t.Shape)} }
+
 func (s *stack) check() []Finding {
-	var out []Finding
 	nums := slices.Sorted(maps.Keys(s.blocks))
-	last := nums[len(nums)-1]
+	first, last := nums[0], nums[len(nums)-1]
+
+	// The blocks' kinds, as far as the names tell: blocks with the same
+	// tensors are of one kind.
+	sig := map[int]string{}
+	group := map[string][]int{}
+	for _, i := range nums {
+		k := strings.Join(slices.Sorted(maps.Keys(s.blocks[i])), "\x00")
+		sig[i] = k
+		group[k] = append(group[k], i)
+	}
+	var out []Finding
+	out = append(out, s.gaps(nums, sig, s.modules)...)
+	out = append(out, s.missing(nums, sig, group, first, last)...)
+	out = append(out, s.shapes(nums, s.modules)...)
+	return out
+}
+
+// gaps reports block numbers missing between blocks alike (the same
+// tensors, dtypes and shapes). A gap between blocks that differ is how
+// nn.Sequential numbers modules without parameters (activations between
+// convolutions of other sizes), and so is any gap in a list of single
+// modules ("layers.0.weight", "layers.2.weight"). A block
+// missing between blocks of different kinds goes unreported here; the
+// layer count of config.json finds it.
+func (s *stack) gaps(nums []int, sig map[int]string, modules bool) []Finding {
+	if modules {
+		return nil
+	}
 	var missing []string
-	for i := 0; i <= last && len(missing) <= 10; i++ {
-		if s.blocks[i] == nil {
+	for j := 1; j < len(nums) && len(missing) <= 10; j++ {
+		a, b := nums[j-1], nums[j]
+		if b == a+1 || !s.alike(a, b, sig) {
+			continue
+		}
+		for i := a + 1; i < b && len(missing) <= 10; i++ {
 			missing = append(missing, strconv.Itoa(i))
 		}
 	}
-	if len(missing) > 0 {
-		out = append(out, Finding{Severity: Error, Kind: KindStructure, Block: s.prefix,
-			Message: fmt.Sprintf("blocks %s.N run from %d to %d but block(s) %s are missing", s.prefix, nums[0], last, strings.Join(missing, ", "))})
+	if len(missing) == 0 {
+		return nil
 	}
-	// For each suffix, the blocks holding it and the most common
-	// dtype and shape (ties go to the lowest block).
-	type variant struct {
-		dtype safetensors.DType
-		shape string
+	return []Finding{{Severity: Error, Kind: KindStructure, Block: s.prefix,
+		Message: fmt.Sprintf("blocks %s.N run from %d to %d but block(s) %s are missing", s.prefix, nums[0], nums[len(nums)-1], strings.Join(missing, ", "))}}
+}
+
+// alike reports whether blocks a and b hold the same tensors, of the same
+// dtypes and shapes.
+func (s *stack) alike(a, b int, sig map[int]string) bool {
+	if sig[a] != sig[b] {
+		return false
 	}
+	for suf, t := range s.blocks[a] {
+		if variantOf(t) != variantOf(s.blocks[b][suf]) {
+			return false
+		}
+	}
+	return true
+}
+
+// missing reports the blocks that lack one tensor which blocks otherwise
+// like them have. A block of a kind of its own (its tensors those of no
+// other block) is compared with the blocks whose tensors include all of
+// its own; when they have just one tensor more, that tensor is missing.
+// Blocks of other kinds (an attention layer among SSM layers, a dense MLP
+// among MoE layers) have tensors the others lack, and blocks without a
+// whole module that others have (cross-attention every other layer, a
+// stage without downsampling) lack more than one, so neither is reported.
+// Three cases stay warnings, since models do them: a first block
+// without a norm that the others have (the first layer of a pre-norm
+// model whose input is already normalized), a block lacking a whole
+// module that only the first or last block has (T5's relative attention
+// bias in a two-block stack), and a first block without a scale or state
+// vector of its own (a router scaling the state of the previous layer).
+func (s *stack) missing(nums []int, sig map[int]string, group map[string][]int, first, last int) []Finding {
+	var out []Finding
+	for _, b := range nums {
+		if len(group[sig[b]]) > 1 {
+			continue
+		}
+		own := s.blocks[b]
+		var peer []int // the blocks of the closest superset
+		var extra string
+		for k, g := range group {
+			other := s.blocks[g[0]]
+			if len(other) != len(own)+1 {
+				continue
+			}
+			var d []string
+			for suf := range other {
+				if _, ok := own[suf]; !ok {
+					d = append(d, suf)
+				}
+			}
+			if len(d) != 1 || k == sig[b] {
+				continue
+			}
+			if peer == nil || len(g) > len(peer) || len(g) == len(peer) && d[0] < extra {
+				peer, extra = g, d[0]
+			}
+		}
+		if peer == nil {
+			continue
+		}
+		holders := 0
+		for _, i := range nums {
+			if _, ok := s.blocks[i][extra]; ok {
+				holders++
+			}
+		}
+		whole := !hasModule(own, extra)
+		sev := Error
+		switch {
+		case whole && b == first && isNorm(extra),
+			whole && len(peer) == 1 && (peer[0] == first || peer[0] == last),
+			b == first && isBare(extra, s.blocks[peer[0]][extra]):
+			sev = Warning
+		}
+		out = append(out, Finding{Severity: sev, Kind: KindStructure, Block: s.block(b),
+			Message: fmt.Sprintf("lacks %s.%d.%s, which %d of the %d blocks have", s.prefix, b, extra, holders, len(nums))})
+	}
+	return out
+}
+
+// hasModule reports whether a block holds another tensor of the module
+// that holds suffix ("self_attn.q_proj.bias" for "self_attn.q_proj.weight",
+// or "self_attn.k_proj.weight" for "self_attn.q_proj.weight" when the
+// projection has no bias).
+func hasModule(own map[string]info, suffix string) bool {
+	for dir := suffix; ; {
+		i := strings.LastIndexByte(dir, '.')
+		if i < 0 {
+			return false
+		}
+		dir = dir[:i]
+		for suf := range own {
+			if strings.HasPrefix(suf, dir+".") {
+				return true
+			}
+		}
+	}
+}
+
+// isBare reports whether a tensor is a parameter of its own, not the
+// weight or bias of a layer, of at most one dimension: a scale, a gate.
+func isBare(suffix string, t info) bool {
+	last := suffix[strings.LastIndexByte(suffix, '.')+1:]
+	return last != "weight" && last != "bias" && len(t.Shape) <= 1
+}
+
+// isNorm reports whether a tensor belongs to a normalization layer:
+// "input_layernorm.weight", "attn_norm.weight", "ln_1.bias".
+func isNorm(suffix string) bool {
+	segs := strings.Split(suffix, ".")
+	if len(segs) < 2 {
+		return false
+	}
+	m := strings.ToLower(segs[len(segs)-2])
+	return strings.Contains(m, "norm") || m == "ln" || strings.HasPrefix(m, "ln_")
+}
+
+// shapes reports, per tensor name, a block whose tensor has another dtype
+// than in the other blocks, is transposed, or has another shape where
+// nothing else of its block differs from the other blocks. Shapes that
+// differ in several tensors of a block are a kind of their own (a global
+// attention layer among sliding-window ones, the stages of a hierarchy).
+// A convolution's kernel of another shape alone is a warning: the first
+// block of a stage takes the previous stage's channels. In a list of
+// single modules (an MLP's layers.0 and layers.1, whose shapes may well be
+// each other's reversed) only dtypes are compared.
+func (s *stack) shapes(nums []int, modules bool) []Finding {
 	suffixes := map[string][]int{}
 	for _, i := range nums {
 		for suf := range s.blocks[i] {
 			suffixes[suf] = append(suffixes[suf], i)
 		}
 	}
-	for _, suf := range slices.Sorted(maps.Keys(suffixes)) {
-		have := suffixes[suf]
+	// For each suffix, its most common variant (ties go to the lowest
+	// block) and how many blocks have it.
+	type common struct {
+		v     variant
+		count int
+		of    int
+	}
+	majority := map[string]common{}
+	for suf, have := range suffixes {
 		slices.Sort(have)
-		if len(have) < len(nums) {
-			if 2*len(have) > len(nums) {
-				for _, i := range nums {
-					if _, ok := s.blocks[i][suf]; !ok {
-						out = append(out, Finding{Severity: Error, Kind: KindStructure, Block: s.block(i),
-							Message: fmt.Sprintf("lacks %s.%d.%s, which %d of the %d blocks have", s.prefix, i, suf, len(have), len(nums))})
-					}
-				}
-			} else {
-				for _, i := range have {
-					out = append(out, Finding{Severity: Error, Kind: KindStructure, Block: s.block(i), Tensor: s.block(i) + "." + suf,
-						Message: fmt.Sprintf("only %d of the %d blocks of %s have %s", len(have), len(nums), s.prefix, suf)})
-				}
-			}
-		}
 		count := map[variant]int{}
-		first := map[variant]int{}
+		firstAt := map[variant]int{}
 		for _, i := range have {
-			t := s.blocks[i][suf]
-			v := variant{t.DType, fmt.Sprint(t.Shape)}
+			v := variantOf(s.blocks[i][suf])
 			if count[v] == 0 {
-				first[v] = i
+				firstAt[v] = i
 			}
 			count[v]++
 		}
-		if len(count) < 2 {
-			continue
-		}
 		vs := slices.Collect(maps.Keys(count))
 		slices.SortFunc(vs, func(a, b variant) int {
-			return cmp.Or(cmp.Compare(count[b], count[a]), cmp.Compare(first[a], first[b]))
+			return cmp.Or(cmp.Compare(count[b], count[a]), cmp.Compare(firstAt[a], firstAt[b]))
 		})
-		want := vs[0]
+		majority[suf] = common{vs[0], count[vs[0]], len(have)}
+	}
+	// deviates counts, per block, its tensors unlike the majority.
+	deviates := map[int]int{}
+	for suf, have := range suffixes {
+		m := majority[suf]
 		for _, i := range have {
-			t := s.blocks[i][suf]
-			if v := (variant{t.DType, fmt.Sprint(t.Shape)}); v != want {
-				out = append(out, Finding{Severity: Error, Kind: KindStructure, Tensor: t.Name, Block: s.block(i),
-					Message: fmt.Sprintf("%v %v, where %d of the %d blocks have %v %v", t.DType, t.Shape, count[want], len(have), want.dtype, want.shape)})
+			if variantOf(s.blocks[i][suf]) != m.v {
+				deviates[i]++
 			}
 		}
 	}
+	var out []Finding
+	for _, suf := range slices.Sorted(maps.Keys(suffixes)) {
+		have := suffixes[suf]
+		m := majority[suf]
+		if len(have) == 2 && m.count == 1 && !modules {
+			out = append(out, s.transposedPair(suf, have)...)
+			continue
+		}
+		if m.count == len(have) || m.count < 2 {
+			continue
+		}
+		for _, i := range have {
+			t := s.blocks[i][suf]
+			v := variantOf(t)
+			if v == m.v {
+				continue
+			}
+			var why string
+			sev := Error
+			switch {
+			case v.dtype != m.v.dtype:
+			case modules:
+				continue
+			case transposed(t.Shape, suf, have, s.blocks):
+				why = " (transposed)"
+			case deviates[i] == 1 && len(s.blocks[i]) > 1 && 2*m.count > len(have):
+				if len(t.Shape) > 2 {
+					sev = Warning
+				}
+			default:
+				continue
+			}
+			out = append(out, Finding{Severity: sev, Kind: KindStructure, Tensor: t.Name, Block: s.block(i),
+				Message: fmt.Sprintf("%v %v%s, where %d of the %d blocks have %v %v", t.DType, t.Shape, why, m.count, len(have), m.v.dtype, m.v.shape)})
+		}
+	}
 	return out
+}
+
+// transposedPair reports, in a stack of two blocks whose tensor named
+// suffix has reversed shapes, the one transposed: the one whose first
+// dimension is not the length of its bias, or else the second.
+func (s *stack) transposedPair(suffix string, have []int) []Finding {
+	a, b := s.blocks[have[0]][suffix], s.blocks[have[1]][suffix]
+	rev := slices.Clone(a.Shape)
+	slices.Reverse(rev)
+	if a.DType != b.DType || len(rev) < 2 || !slices.Equal(rev, b.Shape) || slices.Equal(rev, a.Shape) {
+		return nil
+	}
+	bad, good := have[1], have[0]
+	if strings.HasSuffix(suffix, ".weight") {
+		bias := strings.TrimSuffix(suffix, ".weight") + ".bias"
+		if ba, ok := s.blocks[have[0]][bias]; ok && len(ba.Shape) == 1 && ba.Shape[0] != a.Shape[0] && ba.Shape[0] == rev[0] {
+			bad, good = have[0], have[1]
+		}
+	}
+	t, want := s.blocks[bad][suffix], s.blocks[good][suffix]
+	return []Finding{{Severity: Error, Kind: KindStructure, Tensor: t.Name, Block: s.block(bad),
+		Message: fmt.Sprintf("%v %v (transposed), where the other block has %v %v", t.DType, t.Shape, want.DType, want.Shape)}}
+}
+
+// transposed reports whether shape, the shape of suffix in one block, is
+// another block's shape reversed, or keeps at the wrong axis a dimension
+// that all other blocks have at the same axis (the input dimension of a
+// projection whose output dimension varies by layer kind).
+func transposed(shape []uint64, suffix string, have []int, blocks map[int]map[string]info) bool {
+	if len(shape) < 2 {
+		return false
+	}
+	rev := slices.Clone(shape)
+	slices.Reverse(rev)
+	if slices.Equal(rev, shape) {
+		return false
+	}
+	var others [][]uint64
+	for _, i := range have {
+		o := blocks[i][suffix].Shape
+		if slices.Equal(o, shape) {
+			return false // another block has it too
+		}
+		if slices.Equal(o, rev) {
+			return true
+		}
+		if len(o) == len(shape) {
+			others = append(others, o)
+		}
+	}
+	if len(shape) != 2 || len(others) < 2 {
+		return false
+	}
+	for j := range 2 {
+		v := others[0][j]
+		stable := true
+		for _, o := range others[1:] {
+			stable = stable && o[j] == v
+		}
+		if stable && shape[j] != v && shape[1-j] == v {
+			return true
+		}
+	}
+	return false
 }

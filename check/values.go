@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -73,9 +74,11 @@ type unit struct {
 }
 
 // scanValues checks the values of the float tensors, in parallel over
-// runs of chunkBytes. Its error is that of a file truncated while mapped
+// runs of chunkBytes. It returns the findings, and the names of the
+// tensors that hold only infinities as bounds (see isBound), which are not
+// findings. Its error is that of a file truncated while mapped
 // (safetensors.ErrFileChanged).
-func scanValues(tensors []safetensors.Tensor, opts Options) ([]Finding, error) {
+func scanValues(tensors []safetensors.Tensor, opts Options) (out []Finding, bounds []string, err error) {
 	lim := newLimits(opts.MaxAbs)
 	var units []unit
 	for i, t := range tensors {
@@ -122,7 +125,7 @@ func scanValues(tensors []safetensors.Tensor, opts Options) ([]Finding, error) {
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	total := make(map[int]*counts)
 	var order []int
@@ -135,9 +138,12 @@ func scanValues(tensors []safetensors.Tensor, opts Options) ([]Finding, error) {
 		}
 		c.merge(results[k])
 	}
-	var out []Finding
 	for _, i := range order {
 		c, t := total[i], tensors[i]
+		if c.nan == 0 && c.inf > 0 && c.inf == uint64(len(t.Data)/(t.DType.Bits()/8)) && isBound(t.Name) {
+			bounds = append(bounds, t.Name)
+			continue
+		}
 		if c.nan > 0 {
 			out = append(out, valueFinding(Error, KindNaN, t.Name, c.nan, c.firstNaN, "%d NaN values, the first at index %d"))
 		}
@@ -154,7 +160,22 @@ func scanValues(tensors []safetensors.Tensor, opts Options) ([]Finding, error) {
 			out = append(out, Finding{Severity: Warning, Kind: KindZero, Tensor: t.Name, Message: fmt.Sprintf("all %d values are zero", len(t.Data)/(t.DType.Bits()/8))})
 		}
 	}
-	return out, nil
+	return out, bounds, nil
+}
+
+// isBound reports whether a tensor's name says it holds a bound, such as
+// the input_max and output_min of Gemma's clippable linear layers, which
+// are initialized to ±Inf (no clipping) on purpose. A tensor so named that
+// holds nothing but infinities is not reported; one infinity among finite
+// values still is, and so is any NaN.
+func isBound(name string) bool {
+	last := strings.ToLower(name[strings.LastIndexByte(name, '.')+1:])
+	for _, w := range []string{"min", "max", "clip", "bound", "limit"} {
+		if last == w || strings.HasPrefix(last, w+"_") || strings.HasSuffix(last, "_"+w) {
+			return true
+		}
+	}
+	return false
 }
 
 func valueFinding(s Severity, kind, name string, n, first uint64, format string) Finding {

@@ -12,12 +12,17 @@ import (
 )
 
 func runCheck(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("check", stdout, stderr, `Check checks a model's weights: NaN and Inf in any tensor (errors), float tensors
-that are all zeros and values beyond --max-abs (warnings), float tensors of mixed
-dtypes (a warning), the numbered blocks (model.layers.N., h.N., encoder.layer.N.,
-...: every block with the same tensors, shapes and dtypes, numbered 0..N-1), and
-the figures of config.json (beside the weights, or --config) against the shapes,
-for the families `+strings.Join(check.Families, ", ")+`.
+	fs := newFlags("check", stdout, stderr, `Check checks a model's weights: NaN and Inf in any tensor (errors; a tensor named
+as a bound that holds only infinities, as clipping bounds do at init, is not),
+float tensors that are all zeros and values beyond --max-abs (warnings), float
+tensors of mixed dtypes (a warning), the numbered blocks (model.layers.N., h.N.,
+encoder.layer.N., ...: a tensor missing from one block that blocks like it have,
+a shape or dtype unlike the other blocks', a tensor transposed, a gap; blocks of
+several kinds, such as MoE and dense or attention and SSM layers, are told apart),
+and config.json (beside the weights, or --config) against the weights: for every
+architecture, the layer count, hidden size, vocabulary and MLP width of the
+configuration and of its sub-configurations (text_config, vision_config, ...),
+and every shape for the families `+strings.Join(check.Families, ", ")+`.
 FILE may be a safetensors file, a sharded checkpoint (its index or directory), a
 model directory, or an http(s) URL of a file, index or model base. Every value
 is read once, in parallel. The status is 1 if there is an error, 0 with
@@ -83,6 +88,9 @@ func printReport(w io.Writer, name string, r *check.Report) error {
 		family = r.Family + " configuration checked"
 	}
 	fmt.Fprintf(w, "%s: %d tensors, %s, %s: %d errors, %d warnings\n", name, r.Tensors, bytesString(r.Bytes), family, r.Errors(), r.Warnings())
+	if len(r.Checked) > 0 {
+		fmt.Fprintf(w, "config keys checked: %s\n", strings.Join(r.Checked, ", "))
+	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}
