@@ -9,6 +9,7 @@ import (
 	"hash/maphash"
 	"io"
 	"maps"
+	"math"
 	"runtime"
 	"slices"
 	"strconv"
@@ -513,6 +514,34 @@ func TestDistinctCount(t *testing.T) {
 			want := 1.05*float64(n) + 16
 			assert.InDelta(t, want, float64(d.estimate()), 0.08*float64(n)+1, "%d keys, each %d times", n, repeat)
 		}
+	}
+}
+
+// TestDistinctCountSums checks the sums that distinctCount keeps as it goes
+// against the same sums taken over its registers, and its estimate against
+// HyperLogLog's computed from them.
+func TestDistinctCountSums(t *testing.T) {
+	var d distinctCount
+	d.seed = maphash.MakeSeed()
+	for i := range 200_000 {
+		d.add(strconv.Itoa(i % 150_000))
+		if i%10_007 != 0 && i != 199_999 {
+			continue
+		}
+		used, sum := 0, 0.0
+		for _, r := range d.reg {
+			if r != 0 {
+				used++
+			}
+			sum += math.Ldexp(1, -int(r))
+		}
+		require.Equal(t, used, d.used, "after %d strings", i+1)
+		const m = float64(len(d.reg))
+		e := 0.7213 / (1 + 1.079/m) * m * m / sum
+		if e <= 2.5*m && used < len(d.reg) {
+			e = m * math.Log(m/float64(len(d.reg)-used))
+		}
+		require.Equal(t, int(min(e*1.05+16, math.MaxInt32)), d.estimate(), "after %d strings", i+1)
 	}
 }
 

@@ -24,9 +24,8 @@ architecture, the layer count, hidden size, vocabulary and MLP width of the
 configuration and of its sub-configurations (text_config, vision_config, ...),
 and every shape for the families `+strings.Join(check.Families, ", ")+`.
 FILE may be a safetensors file, a sharded checkpoint (its index or directory), a
-model directory, or an http(s) URL of a file, index or model base. Every value
-is read once, in parallel. The status is 1 if there is an error, 0 with
-warnings only.`+remoteHelp)
+model directory, or a URL (below). Every value is read once, in parallel. The
+status is 1 if there is an error, 0 with warnings only.`+remoteHelp)
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	configPath := fs.String("config", "", "the model's config.json, if not beside the weights")
 	maxAbs := fs.Float64("max-abs", check.DefaultMaxAbs, "warn about values whose magnitude is beyond this (a negative value: never)")

@@ -20,11 +20,10 @@ import (
 
 func runInspect(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("inspect", stdout, stderr, `Inspect lists a file's tensors (name, dtype, shape, size in bytes, offsets in the
-data section), its metadata, and totals by dtype. FILE may be an http:// or https://
-URL, of which only the header is read, with range requests; a sharded checkpoint
-(its *.safetensors.index.json or its directory), listed shard by shard; or the
-directory of a safetensors-spark dataset (dataset_manifest.json), whose mode,
-schema and shards are listed.`+remoteHelp)
+data section), its metadata, and totals by dtype. FILE may also be a sharded
+checkpoint (its *.safetensors.index.json or its directory), listed shard by
+shard; or the directory of a safetensors-spark dataset (dataset_manifest.json),
+whose mode, schema and shards are listed.`+remoteHelp)
 	asJSON := fs.Bool("json", false, "print JSON instead of tables")
 	addRemoteFlags(fs)
 	sep := fs.String("separator", "__", "a key-value dataset's separator between key and column in tensor names")

@@ -1,15 +1,27 @@
-// Command safetensors inspects, validates, summarizes and converts
-// safetensors files.
+// Command safetensors inspects, validates, summarizes, checks, quantizes,
+// compares and converts safetensors files.
 //
 // Usage:
 //
-//	safetensors inspect [--json] FILE|URL
-//	safetensors validate [--values] FILE|URL...
-//	safetensors stats FILE|URL [NAME...]
+//	safetensors inspect [--json] [--separator SEP] FILE|URL|DIR
+//	safetensors validate [--values] [--separator SEP] FILE|DIR|URL...
+//	safetensors stats FILE|DIR|URL [NAME...]
+//	safetensors check [--json] [--config FILE] [--max-abs X] FILE|DIR|URL
+//	safetensors quantize [--per channel|tensor] SRC DST
+//	safetensors diff [--json] A B
+//	safetensors version
 //	safetensors convert --dtype F16|BF16|F32 [--rounding nearest|truncate] IN OUT
 //
-// Each subcommand prints its help with -h. The exit status is 0 when all is
-// well, 1 when a file is invalid or a check failed, and 2 for a usage error.
+// Inspect lists a file's tensors, metadata and totals; validate checks files
+// as the reference implementation does; stats summarizes the values of
+// tensors; check checks a model's weights and its config.json; quantize
+// writes a model's Linear weights as int8 for vLLM (compressed-tensors);
+// diff compares two files, checkpoints or model directories; version prints
+// the module and Go versions; convert casts the float tensors of a file.
+//
+// 'safetensors help COMMAND' and 'safetensors COMMAND -h' print a command's
+// help. The exit status is 0 when all is well, 1 when a file is invalid or a
+// check failed, and 2 for a usage error.
 //
 // Install it with
 //
@@ -67,17 +79,37 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
-		usage(stdout)
-		return exitOK
-	}
-	for _, c := range commands {
-		if c.name == args[0] {
-			return c.run(args[1:], stdout, stderr)
+		switch len(args) {
+		case 1:
+			usage(stdout)
+			return exitOK
+		case 2: // help COMMAND: the command's own help, as COMMAND -h prints it
+			if c, ok := lookup(args[1]); ok {
+				return c.run([]string{"-h"}, stdout, stderr)
+			}
+			fmt.Fprintf(stderr, "safetensors help: unknown command %q\n\n", args[1])
+		default:
+			fmt.Fprintf(stderr, "safetensors help: want one COMMAND, got %d\n\n", len(args)-1)
 		}
+		usage(stderr)
+		return exitUsage
+	}
+	if c, ok := lookup(args[0]); ok {
+		return c.run(args[1:], stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "safetensors: unknown command %q\n\n", args[0])
 	usage(stderr)
 	return exitUsage
+}
+
+// lookup returns the command called name.
+func lookup(name string) (command, bool) {
+	for _, c := range commands {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
 }
 
 func usage(w io.Writer) {
@@ -88,7 +120,7 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %s\n        %s\n", strings.TrimSpace("safetensors "+c.name+" "+c.args), c.summary)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Run 'safetensors COMMAND -h' for a command's flags.")
+	fmt.Fprintln(w, "Run 'safetensors help COMMAND' or 'safetensors COMMAND -h' for a command's help and flags.")
 	fmt.Fprintln(w, "Exit status: 0 all is well, 1 a file is invalid or a check failed, 2 usage error.")
 }
 
@@ -98,10 +130,8 @@ func newFlags(name string, stdout, stderr io.Writer, description string) *flag.F
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		for _, c := range commands {
-			if c.name == name {
-				fmt.Fprintf(fs.Output(), "usage: %s\n\n", strings.TrimSpace("safetensors "+c.name+" "+c.args))
-			}
+		if c, ok := lookup(name); ok {
+			fmt.Fprintf(fs.Output(), "usage: %s\n\n", strings.TrimSpace("safetensors "+c.name+" "+c.args))
 		}
 		fmt.Fprintln(fs.Output(), description)
 		hasFlags := false
