@@ -455,7 +455,7 @@ func (w *Writer) WriteKVTensors(key string, tensors ...safetensors.Tensor) error
 		return fmt.Errorf("%w: WriteKVTensors is for key-value mode; use WriteSample", ErrInvalidSample)
 	}
 	if len(tensors) != len(w.cols) {
-		return fmt.Errorf("%w: key %q: %d tensors for %d columns", ErrInvalidSample, key, len(tensors), len(w.cols))
+		return fmt.Errorf("%w: key %s: %d tensors for %d columns", ErrInvalidSample, quoteKey(key), len(tensors), len(w.cols))
 	}
 	clear(w.given)
 	values := w.sortBuf
@@ -464,28 +464,28 @@ func (w *Writer) WriteKVTensors(key string, tensors ...safetensors.Tensor) error
 	for _, t := range tensors {
 		i, ok := findColumn(w.cols, t.Name)
 		if !ok {
-			return fmt.Errorf("%w: key %q: tensor %q names no column", ErrInvalidSample, key, t.Name)
+			return fmt.Errorf("%w: key %s: tensor %q names no column", ErrInvalidSample, quoteKey(key), t.Name)
 		}
 		if w.given[i] {
-			return fmt.Errorf("%w: key %q: column %q is given twice", ErrInvalidSample, key, t.Name)
+			return fmt.Errorf("%w: key %s: column %q is given twice", ErrInvalidSample, quoteKey(key), t.Name)
 		}
 		w.given[i] = true
 		c := w.cols[i]
 		if t.DType != c.DType {
-			return fmt.Errorf("%w: key %q: column %q is %v, the tensor %v", ErrInvalidSample, key, c.Name, c.DType, t.DType)
+			return fmt.Errorf("%w: key %s: column %q is %v, the tensor %v", ErrInvalidSample, quoteKey(key), c.Name, c.DType, t.DType)
 		}
 		if c.Shape != nil && !slices.Equal(t.Shape, c.Shape) {
-			return fmt.Errorf("%w: key %q: column %q has shape %v, the tensor %v", ErrInvalidSample, key, c.Name, c.Shape, t.Shape)
+			return fmt.Errorf("%w: key %s: column %q has shape %v, the tensor %s", ErrInvalidSample, quoteKey(key), c.Name, c.Shape, shapeText(t.Shape))
 		}
 		n, err := kvTensorBytes(t.DType, t.Shape)
 		if err != nil {
-			return fmt.Errorf("%w: key %q: column %q: %w", ErrInvalidSample, key, c.Name, err)
+			return fmt.Errorf("%w: key %s: column %q: %w", ErrInvalidSample, quoteKey(key), c.Name, err)
 		}
 		if uint64(len(t.Data)) != n {
-			return fmt.Errorf("%w: key %q: column %q: %d bytes, want %d (%v %v)", ErrInvalidSample, key, c.Name, len(t.Data), n, t.DType, t.Shape)
+			return fmt.Errorf("%w: key %s: column %q: %d bytes, want %d (%v %s)", ErrInvalidSample, quoteKey(key), c.Name, len(t.Data), n, t.DType, shapeText(t.Shape))
 		}
 		if total += n; total > maxKVSampleSize {
-			return fmt.Errorf("%w: key %q: a sample of more than %d bytes", ErrInvalidSample, key, maxKVSampleSize)
+			return fmt.Errorf("%w: key %s: a sample of more than %d bytes", ErrInvalidSample, quoteKey(key), maxKVSampleSize)
 		}
 		varies = varies || c.Shape == nil && len(t.Shape) > 0
 		values[i], w.shapeOf[i] = t.Data, t.Shape
@@ -517,6 +517,15 @@ func (w *Writer) checkHeaderSize(key string, shapes []uint32) (int, error) {
 	return hdr, nil
 }
 
+// shapeText formats a shape for an error, shortened if it has many
+// dimensions.
+func shapeText(shape []uint64) string {
+	if len(shape) > 8 {
+		return fmt.Sprintf("%v... (%d dimensions)", shape[:8], len(shape))
+	}
+	return fmt.Sprint(shape)
+}
+
 // quoteKey returns a key quoted for an error, or its length if it is long.
 func quoteKey(key string) string {
 	if len(key) > 256 {
@@ -533,7 +542,7 @@ func kvTensorBytes(dtype safetensors.DType, shape []uint64) (uint64, error) {
 	zero := false
 	for _, d := range shape {
 		if d > math.MaxInt32 {
-			return 0, fmt.Errorf("dimension %d of shape %v does not fit the connector's int shapes", d, shape)
+			return 0, fmt.Errorf("dimension %d of shape %s does not fit the connector's int shapes", d, shapeText(shape))
 		}
 		zero = zero || d == 0
 	}
@@ -542,7 +551,7 @@ func kvTensorBytes(dtype safetensors.DType, shape []uint64) (uint64, error) {
 	}
 	for _, d := range shape {
 		if n > maxKVSampleSize/d {
-			return 0, fmt.Errorf("shape %v of %v is more than %d bytes", shape, dtype, maxKVSampleSize)
+			return 0, fmt.Errorf("shape %s of %v is more than %d bytes", shapeText(shape), dtype, maxKVSampleSize)
 		}
 		n *= d
 	}
