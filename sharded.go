@@ -509,7 +509,10 @@ func (s *Sharded) Names() []string {
 // {"total_parameters": 8030261248, "total_size": 16060522496} gives
 // {"total_parameters": "8030261248", "total_size": "16060522496"}. It is
 // nil if the index has no metadata or null. For a single file, it is the
-// file's metadata, such as {"format": "pt"}.
+// file's metadata, such as {"format": "pt"}. An index's metadata is mostly
+// its bookkeeping of the checkpoint, which a single file of the same
+// tensors does not have; the metadata that the model's files carry, such
+// as {"format": "pt"}, is in each shard's Header.
 func (s *Sharded) Metadata() map[string]string { return maps.Clone(s.metadata) }
 
 // find returns the index in s.shards of the shard that holds the named

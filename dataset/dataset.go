@@ -23,10 +23,12 @@
 //     shape, batch dimension included.
 //   - KeyValue: each sample has a key and gives one tensor per column,
 //     named key + separator + column ("user42__embedding"); a shard is
-//     written once its samples reach a target size. The manifest's schema
-//     has an entry per tensor, and a shard's sample count counts every
-//     sample given to it, also one that a later sample with the same key
-//     replaced. The separator is not recorded: Open takes it as an option.
+//     written once its samples reach a target size. A column without a
+//     shape takes tensors whose shapes differ from key to key, through
+//     WriteKVTensors. The manifest's schema has an entry per tensor, with
+//     its shape, and a shard's sample count counts every sample given to
+//     it, also one that a later sample with the same key replaced. The
+//     separator is not recorded: Open takes it as an option.
 //
 // # Float encoding
 //
@@ -138,6 +140,13 @@ func (m Mode) String() string {
 
 // Column is one tensor of every sample: its name, dtype and per-sample
 // shape.
+//
+// Shape nil means that the column gives no shape. In Batch mode, which
+// stacks samples, and for WriteKV and WriteKVFloat32s, whose values carry
+// no shape, such a column holds scalars. In KeyValue mode, WriteKVTensors
+// takes a tensor of any shape for it, so that its shape may differ from
+// key to key, as in the connector. A column whose Shape is not nil takes
+// that shape only; []uint64{} is a scalar.
 type Column struct {
 	Name  string
 	DType safetensors.DType

@@ -1,6 +1,7 @@
 package dataset_test
 
 import (
+	"errors"
 	"fmt"
 	"log"
 	"os"
@@ -175,4 +176,51 @@ func ExampleSeparator() {
 	}
 	fmt.Println(len(shard) > 0, d.Columns()[0].Name)
 	// Output: true id
+}
+
+// A key-value dataset whose "tokens" column gives no shape: each key's
+// tensor has a shape of its own, which the manifest's schema records.
+func ExampleWriter_WriteKVTensors() {
+	dir, err := os.MkdirTemp("", "dataset")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	w, err := dataset.Create(dir, dataset.Options{
+		Mode: dataset.KeyValue,
+		Columns: []dataset.Column{
+			{Name: "tokens", DType: safetensors.I32},                  // no shape: any shape
+			{Name: "label", DType: safetensors.U8, Shape: []uint64{}}, // a scalar, always
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer w.Abort() // removes the files unless Close succeeded
+	for i, n := range []uint64{3, 1} {
+		tokens := safetensors.Tensor{Name: "tokens", DType: safetensors.I32, Shape: []uint64{n}, Data: make([]byte, 4*n)}
+		label := safetensors.Tensor{Name: "label", DType: safetensors.U8, Shape: []uint64{}, Data: []byte{byte(i)}}
+		if err := w.WriteKVTensors(fmt.Sprint("doc", i), tokens, label); err != nil {
+			log.Fatal(err)
+		}
+	}
+	// A tensor that does not fit its column is refused, and nothing of
+	// its sample is kept; the Writer goes on.
+	bad := safetensors.Tensor{Name: "label", DType: safetensors.U8, Shape: []uint64{2}, Data: []byte{1, 2}}
+	err = w.WriteKVTensors("doc9", safetensors.Tensor{Name: "tokens", DType: safetensors.I32}, bad)
+	fmt.Println(errors.Is(err, dataset.ErrInvalidSample))
+	if err := w.Close(); err != nil {
+		log.Fatal(err)
+	}
+	m := w.Manifest()
+	for _, name := range []string{"doc0__tokens", "doc1__tokens", "doc1__label"} {
+		fmt.Println(name, m.Schema[name].Shape)
+	}
+	fmt.Println(m.TotalSamples, "samples")
+	// Output:
+	// true
+	// doc0__tokens [3]
+	// doc1__tokens [1]
+	// doc1__label []
+	// 2 samples
 }

@@ -2,21 +2,48 @@ package dataset
 
 import "hash/maphash"
 
-// newKVShard returns an empty shard of samples of size bytes.
-func newKVShard(size int) kvShard {
-	return kvShard{size: size, table: keyTable{seed: maphash.MakeSeed()}}
+// newKVShard returns an empty shard of samples of the columns, sorted by
+// name.
+func newKVShard(cols []Column) kvShard {
+	s := kvShard{table: keyTable{seed: maphash.MakeSeed()}}
+	for _, c := range cols {
+		s.size += int(c.sampleBytes())
+		s.colShapes = appendShape(s.colShapes, c.Shape)
+	}
+	return s
+}
+
+// appendShape appends a tensor's rank and dimensions to an entry of
+// kvShard.shapes. The dimensions are at most math.MaxInt32, as the
+// connector's shapes are int; the rank is bounded by the header's size.
+func appendShape(dst []uint32, shape []uint64) []uint32 {
+	dst = append(dst, uint32(len(shape)))
+	for _, d := range shape {
+		dst = append(dst, uint32(d))
+	}
+	return dst
 }
 
 // kvShard is the current shard of KeyValue mode: each sample's key and
 // tensors, in two arenas of bytes, and a table that finds a sample by key.
 // Nothing in it holds a pointer but the slices themselves, so that the
 // garbage collector does not walk a shard of a million samples; a sample
-// costs its key, its tensors and 8 bytes, and 5 to 11 bytes of the table.
+// costs its key, its tensors and 8 bytes, and 5 to 11 bytes of the table,
+// and, once a sample's shapes differ from its columns' (see varies), 4
+// bytes for each column and each dimension.
 type kvShard struct {
 	keys  []byte // the samples' keys, one after the other
 	ends  []int  // sample i's key is keys[ends[i-1]:ends[i]]
-	arena []byte // sample i's tensors, each column in order, at arena[i*size:]
-	size  int    // a sample's bytes: every sample has the same columns
+	arena []byte // the samples' tensors, one sample after the other, each column in order
+	size  int    // a sample's bytes with the columns' shapes: until varies, sample i is at arena[i*size:]
+	// varies is whether a sample of the shard has a shape other than its
+	// column's (a column without a shape takes any); shapes then holds,
+	// for every sample, each column's rank and dimensions (appendShape),
+	// in the order of the columns, and colShapes is that entry for a
+	// sample with the columns' own shapes.
+	varies    bool
+	shapes    []uint32
+	colShapes []uint32
 	// dead[i] is whether sample i was replaced by a later one with the
 	// same key; nil until a sample is.
 	dead   []bool
@@ -33,8 +60,45 @@ type kvShard struct {
 // len returns the number of samples in the shard, replaced ones included.
 func (s *kvShard) len() int { return len(s.ends) }
 
-// off returns the offset in the arena of sample i's first column.
+// off returns the offset in the arena of sample i's first column, while
+// every sample has the columns' shapes (see layout otherwise).
 func (s *kvShard) off(i int) int { return i * s.size }
+
+// layout returns, when the shard varies, the shape and the offset in the
+// arena of each tensor of the live samples, in order, each sample's
+// columns in the order of cols. The shapes share one backing array.
+func (s *kvShard) layout(cols []Column, live []int, nlive int) (shapes [][]uint64, offs []int) {
+	shapes = make([][]uint64, 0, nlive*len(cols))
+	offs = make([]int, 0, nlive*len(cols))
+	dims := make([]uint64, 0, len(s.shapes))
+	next := 0 // the next live sample, an index into live
+	off, p := 0, 0
+	for i := range s.len() {
+		isLive := next < nlive && liveSample(live, next) == i
+		if isLive {
+			next++
+		}
+		for _, c := range cols {
+			rank := int(s.shapes[p])
+			p++
+			n := c.DType.Bits() / 8
+			start := len(dims)
+			for _, d := range s.shapes[p : p+rank] {
+				n *= int(d) // within the sample's size, checked when it came
+				if isLive {
+					dims = append(dims, uint64(d))
+				}
+			}
+			p += rank
+			if isLive {
+				shapes = append(shapes, dims[start:len(dims):len(dims)])
+				offs = append(offs, off)
+			}
+			off += n
+		}
+	}
+	return shapes, offs
+}
 
 // key returns the key of sample i, in the shard's memory.
 func (s *kvShard) key(i int) []byte {
@@ -89,8 +153,23 @@ func (s *kvShard) find(key string) (int, uint64) {
 }
 
 // add adds a sample, whose key, of hash h, has no live sample in the
-// shard, and its tensors' values, of s.size bytes in all.
-func (s *kvShard) add(key string, h uint64, values [][]byte) {
+// shard, and its tensors' values, in the order of the columns; shapes is
+// the sample's entry of kvShard.shapes, or nil when its tensors have their
+// columns' shapes.
+func (s *kvShard) add(key string, h uint64, values [][]byte, shapes []uint32) {
+	if shapes != nil && !s.varies {
+		// The samples so far have the columns' shapes.
+		s.varies = true
+		for range s.len() {
+			s.shapes = append(s.shapes, s.colShapes...)
+		}
+	}
+	if s.varies {
+		if shapes == nil {
+			shapes = s.colShapes
+		}
+		s.shapes = append(s.shapes, shapes...)
+	}
 	s.keys = append(s.keys, key...)
 	s.ends = append(s.ends, len(s.keys))
 	if s.dead != nil {
@@ -104,6 +183,7 @@ func (s *kvShard) add(key string, h uint64, values [][]byte) {
 
 func (s *kvShard) reset() {
 	s.keys, s.arena, s.ends, s.dead, s.hdrEst = s.keys[:0], s.arena[:0], s.ends[:0], nil, 0
+	s.varies, s.shapes = false, s.shapes[:0]
 	s.rows, s.estimate, s.removed = 0, 0, 0
 	clear(s.table.slots)
 	s.table.used = 0

@@ -172,8 +172,16 @@ func (o *Options) check() error {
 
 // Writer writes a dataset, shard by shard, through the safetensors
 // package's header writer; see Create. A Writer is for one goroutine at a
-// time. Errors are sticky: after a failed write, which removes what was
-// written, every call returns the same error.
+// time.
+//
+// A sample that the Writer refuses, with an error wrapping
+// ErrInvalidSample (values that do not fit the columns, a method of the
+// other mode), changes nothing: no part of it is kept, and the Writer
+// takes the next samples as if it had not been given. Every other error
+// fails the dataset (a file that cannot be written, a key given twice with
+// DuplicatesFail, two samples whose tensor names collide): the Writer
+// removes everything it wrote, as Abort does, and every later call, Close
+// included, returns that same error.
 type Writer struct {
 	dir   string
 	opts  Options
@@ -203,9 +211,14 @@ type Writer struct {
 	sepInColumn bool
 
 	// perm[i] is the position in cols of the column Options.Columns[i];
-	// sortBuf holds a sample's values in that order.
-	perm    []int
-	sortBuf [][]byte
+	// sortBuf holds a sample's values in that order. given, shapeOf and
+	// shapeBuf serve WriteKVTensors: which columns a sample gave, their
+	// shapes, and the sample's entry of kvShard.shapes.
+	perm     []int
+	sortBuf  [][]byte
+	given    []bool
+	shapeOf  [][]uint64
+	shapeBuf []uint32
 
 	// The hashes of the keys of the key-value shards written, which tell
 	// Close the keys that may be in two shards.
@@ -231,6 +244,9 @@ type Writer struct {
 // file gets mode 0666 and every directory 0777, less the umask.
 func Create(dir string, opts Options) (*Writer, error) {
 	opts.Columns = slices.Clone(opts.Columns)
+	for i := range opts.Columns {
+		opts.Columns[i].Shape = slices.Clone(opts.Columns[i].Shape) // nil stays nil: no shape
+	}
 	if err := opts.check(); err != nil {
 		return nil, err
 	}
@@ -268,7 +284,8 @@ func Create(dir string, opts Options) (*Writer, error) {
 			off += int(c.sampleBytes())
 			w.sepInColumn = w.sepInColumn || opts.Separator == "" || strings.Contains(c.Name, opts.Separator)
 		}
-		w.kv = newKVShard(off)
+		w.kv = newKVShard(w.cols)
+		w.given, w.shapeOf = make([]bool, len(w.cols)), make([][]uint64, len(w.cols))
 	}
 	w.perm = make([]int, len(opts.Columns))
 	for i, c := range opts.Columns {
@@ -398,9 +415,11 @@ func (w *Writer) WriteSample(values ...[]byte) error {
 }
 
 // WriteKV adds a sample in KeyValue mode: its key, and one value for each
-// column as WriteSample takes them. Its tensors are named key + separator +
-// column. As in the connector, a shard is written once the samples given
-// to it reach the target size, counting 200 bytes of header per tensor.
+// column as WriteSample takes them, in the shape of its column; a column
+// without a shape takes a scalar, one element (see WriteKVTensors for
+// other shapes). Its tensors are named key + separator + column. As in the
+// connector, a shard is written once the samples given to it reach the
+// target size, counting 200 bytes of header per tensor.
 func (w *Writer) WriteKV(key string, values ...[]byte) error {
 	if err := w.check(); err != nil {
 		return err
@@ -411,11 +430,157 @@ func (w *Writer) WriteKV(key string, values ...[]byte) error {
 	if err := w.checkValues(values); err != nil {
 		return err
 	}
-	values = w.sorted(values)
-	hdr, size := 0, 0
-	for i, v := range values {
+	hdr, err := w.checkHeaderSize(key, nil)
+	if err != nil {
+		return err
+	}
+	return w.addKV(key, w.sorted(values), nil, hdr)
+}
+
+// WriteKVTensors adds a sample in KeyValue mode, as WriteKV does, from
+// tensors that carry their shapes: one tensor for each column, in any
+// order, each named after its column and of its dtype. A column with a
+// shape takes a tensor of that shape only; a column without one (Shape
+// nil) takes a tensor of any shape, which may differ from key to key, as
+// the connector takes any shape in every row. The tensors are named key +
+// separator + column in the shard, and the manifest's schema gives each
+// its own shape. Each dimension must fit the connector's int shapes (at
+// most 2^31-1), and a sample's tensors may hold 512 MiB in all. The bytes
+// are copied.
+func (w *Writer) WriteKVTensors(key string, tensors ...safetensors.Tensor) error {
+	if err := w.check(); err != nil {
+		return err
+	}
+	if w.opts.Mode != KeyValue {
+		return fmt.Errorf("%w: WriteKVTensors is for key-value mode; use WriteSample", ErrInvalidSample)
+	}
+	if len(tensors) != len(w.cols) {
+		return fmt.Errorf("%w: key %s: %d tensors for %d columns", ErrInvalidSample, quoteKey(key), len(tensors), len(w.cols))
+	}
+	clear(w.given)
+	values := w.sortBuf
+	varies := false
+	var total uint64
+	for _, t := range tensors {
+		i, ok := findColumn(w.cols, t.Name)
+		if !ok {
+			return fmt.Errorf("%w: key %s: tensor %q names no column", ErrInvalidSample, quoteKey(key), t.Name)
+		}
+		if w.given[i] {
+			return fmt.Errorf("%w: key %s: column %q is given twice", ErrInvalidSample, quoteKey(key), t.Name)
+		}
+		w.given[i] = true
+		c := w.cols[i]
+		if t.DType != c.DType {
+			return fmt.Errorf("%w: key %s: column %q is %v, the tensor %v", ErrInvalidSample, quoteKey(key), c.Name, c.DType, t.DType)
+		}
+		if c.Shape != nil && !slices.Equal(t.Shape, c.Shape) {
+			return fmt.Errorf("%w: key %s: column %q has shape %v, the tensor %s", ErrInvalidSample, quoteKey(key), c.Name, c.Shape, shapeText(t.Shape))
+		}
+		n, err := kvTensorBytes(t.DType, t.Shape)
+		if err != nil {
+			return fmt.Errorf("%w: key %s: column %q: %w", ErrInvalidSample, quoteKey(key), c.Name, err)
+		}
+		if uint64(len(t.Data)) != n {
+			return fmt.Errorf("%w: key %s: column %q: %d bytes, want %d (%v %s)", ErrInvalidSample, quoteKey(key), c.Name, len(t.Data), n, t.DType, shapeText(t.Shape))
+		}
+		if total += n; total > maxKVSampleSize {
+			return fmt.Errorf("%w: key %s: a sample of more than %d bytes", ErrInvalidSample, quoteKey(key), maxKVSampleSize)
+		}
+		varies = varies || c.Shape == nil && len(t.Shape) > 0
+		values[i], w.shapeOf[i] = t.Data, t.Shape
+	}
+	var shapes []uint32
+	if varies {
+		// Each column's rank and dimensions, for the shard; checked by
+		// kvTensorBytes to fit.
+		shapes = w.shapeBuf[:0]
+		for _, shape := range w.shapeOf {
+			shapes = appendShape(shapes, shape)
+		}
+		w.shapeBuf = shapes
+	}
+	hdr, err := w.checkHeaderSize(key, shapes)
+	if err != nil {
+		return err
+	}
+	return w.addKV(key, values, shapes, hdr)
+}
+
+// checkHeaderSize returns sampleHeaderSize, or refuses a key-value sample
+// whose tensors alone would make a shard's header too large.
+func (w *Writer) checkHeaderSize(key string, shapes []uint32) (int, error) {
+	hdr := w.sampleHeaderSize(key, shapes)
+	if hdr > maxShardHeader {
+		return 0, fmt.Errorf("%w: key %s: the tensors' names and shapes make a header of up to %d bytes, more than %d", ErrInvalidSample, quoteKey(key), hdr, maxShardHeader)
+	}
+	return hdr, nil
+}
+
+// shapeText formats a shape for an error, shortened if it has many
+// dimensions.
+func shapeText(shape []uint64) string {
+	if len(shape) > 8 {
+		return fmt.Sprintf("%v... (%d dimensions)", shape[:8], len(shape))
+	}
+	return fmt.Sprint(shape)
+}
+
+// quoteKey returns a key quoted for an error, or its length if it is long.
+func quoteKey(key string) string {
+	if len(key) > 256 {
+		return fmt.Sprintf("of %d bytes", len(key))
+	}
+	return strconv.Quote(key)
+}
+
+// kvTensorBytes returns the size of a key-value tensor of the dtype and
+// shape, or an error for a dimension that does not fit the connector's int
+// shapes or a tensor larger than a sample may be.
+func kvTensorBytes(dtype safetensors.DType, shape []uint64) (uint64, error) {
+	n := uint64(dtype.Bits() / 8)
+	zero := false
+	for _, d := range shape {
+		if d > math.MaxInt32 {
+			return 0, fmt.Errorf("dimension %d of shape %s does not fit the connector's int shapes", d, shapeText(shape))
+		}
+		zero = zero || d == 0
+	}
+	if zero {
+		return 0, nil
+	}
+	for _, d := range shape {
+		if n > maxKVSampleSize/d {
+			return 0, fmt.Errorf("shape %s of %v is more than %d bytes", shapeText(shape), dtype, maxKVSampleSize)
+		}
+		n *= d
+	}
+	return n, nil
+}
+
+// sampleHeaderSize estimates, from above, the bytes that a key-value
+// sample's tensors add to a shard's header; shapes is the sample's entry
+// of kvShard.shapes, or nil when its tensors have their columns' shapes.
+func (w *Writer) sampleHeaderSize(key string, shapes []uint32) int {
+	hdr, p := 0, 0
+	for _, c := range w.cols {
+		rank := len(c.Shape)
+		if shapes != nil {
+			rank = int(shapes[p])
+			p += 1 + rank
+		}
+		hdr += tensorHeaderSize(key, w.opts.Separator, c.Name, rank)
+	}
+	return hdr
+}
+
+// addKV adds a key-value sample that fits the columns: its values in the
+// order of cols, its entry of kvShard.shapes, or nil when its tensors have
+// their columns' shapes, and its sampleHeaderSize.
+func (w *Writer) addKV(key string, values [][]byte, shapes []uint32, hdr int) error {
+	size := 0
+	for _, v := range values {
 		size += len(v)
-		hdr += tensorHeaderSize(key, w.opts.Separator, w.cols[i])
 	}
 	if w.kv.len() > 0 && w.kv.hdrEst+hdr > maxShardHeader {
 		if err := w.flushKV(); err != nil {
@@ -428,10 +593,14 @@ func (w *Writer) WriteKV(key string, values ...[]byte) error {
 			return w.fail(fmt.Errorf("%w: %q in shard %04d of %s (Duplicates is DuplicatesFail; nothing was kept)", ErrDuplicateKey, key, w.next, w.dir))
 		}
 		w.kv.remove(i)
-	} else {
+	}
+	if i < 0 || shapes != nil {
+		// A sample that replaces another adds nothing to the header,
+		// unless its shapes, which may have more dimensions, are its own:
+		// then it counts again, from above.
 		w.kv.hdrEst += hdr
 	}
-	w.kv.add(key, h, values)
+	w.kv.add(key, h, values, shapes)
 	w.kv.rows++
 	w.kv.estimate += int64(size) + 200*int64(len(values))
 	if w.kv.estimate >= int64(w.opts.TargetShardSizeMB)<<20 {
@@ -445,11 +614,12 @@ func (w *Writer) WriteKV(key string, values ...[]byte) error {
 // target size.
 const maxShardHeader = safetensors.MaxHeaderSize / 2
 
-// tensorHeaderSize estimates, from above, the bytes a tensor adds to a
-// header: {"name":{"dtype":"F32","shape":[...],"data_offsets":[b,e]}},
-// with a name that JSON may escape.
-func tensorHeaderSize(key, sep string, c Column) int {
-	return 2*(len(key)+len(sep)+len(c.Name)) + 60 + 21*len(c.Shape)
+// tensorHeaderSize estimates, from above, the bytes a tensor of the given
+// rank adds to a header:
+// {"name":{"dtype":"F32","shape":[...],"data_offsets":[b,e]}}, with a
+// name that JSON may escape.
+func tensorHeaderSize(key, sep, column string, rank int) int {
+	return 2*(len(key)+len(sep)+len(column)) + 60 + 21*rank
 }
 
 // shardName returns the name of the next shard, and counts it.
@@ -485,6 +655,13 @@ func (w *Writer) flushKV() error {
 	if w.sepInColumn {
 		seen = make(map[string]bool, cap(specs))
 	}
+	// Where samples have shapes of their own, each tensor's shape and
+	// place in the arena.
+	var shapes [][]uint64
+	var offs []int
+	if w.kv.varies {
+		shapes, offs = w.kv.layout(w.cols, live, nlive)
+	}
 	all, pos := sb.String(), 0
 	for l := range nlive {
 		keyLen := len(w.kv.key(liveSample(live, l)))
@@ -497,7 +674,11 @@ func (w *Writer) flushKV() error {
 				}
 				seen[name] = true
 			}
-			specs = append(specs, safetensors.TensorSpec{Name: name, DType: c.DType, Shape: c.Shape})
+			shape := c.Shape
+			if shapes != nil {
+				shape = shapes[len(specs)]
+			}
+			specs = append(specs, safetensors.TensorSpec{Name: name, DType: c.DType, Shape: shape})
 		}
 	}
 	name := w.shardName()
@@ -512,7 +693,12 @@ func (w *Writer) flushKV() error {
 	const chunk = 1 << 20
 	stage := make([]byte, 0, chunk)
 	for k, j := range fw.SpecOrder() {
-		off := w.kv.off(liveSample(live, j/ncol)) + w.colOffsets[j%ncol]
+		var off int
+		if offs != nil {
+			off = offs[j]
+		} else {
+			off = w.kv.off(liveSample(live, j/ncol)) + w.colOffsets[j%ncol]
+		}
 		t := fw.Header().Tensors[k]
 		b := w.kv.arena[off : off+int(t.DataOffsets[1]-t.DataOffsets[0])]
 		if len(stage)+len(b) > chunk && len(stage) > 0 {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -80,7 +81,9 @@ func (r *Result) Equal() bool {
 }
 
 // Compare compares the tensors of a and b, and metadata ma and mb, reading
-// the common tensors in parallel.
+// the common tensors in parallel. A file's metadata is its Reader's
+// Metadata; a sharded checkpoint's is ModelMetadata, not Sharded.Metadata,
+// which is the index's own and holds the checkpoint's bookkeeping.
 func Compare(a, b Source, ma, mb map[string]string) *Result {
 	r := &Result{}
 	na, nb := a.Names(), b.Names()
@@ -247,8 +250,9 @@ func decode(t safetensors.Tensor, dst []float64, tmp []float32) ([]float64, []fl
 
 // Paths compares the tensors at paths a and b: safetensors files, sharded
 // checkpoints (their index or directory) or model directories. The
-// metadata compared is the files' header metadata, or a checkpoint's index
-// metadata.
+// metadata compared is a file's header metadata, or a checkpoint's
+// ModelMetadata, so that a sharded checkpoint and a single file of the
+// same tensors and metadata are equal.
 func Paths(a, b string) (*Result, error) {
 	sa, ma, err := open(a)
 	if err != nil {
@@ -280,11 +284,116 @@ func open(path string) (source, map[string]string, error) {
 		if err != nil && !errors.Is(err, safetensors.ErrUnlistedTensor) {
 			return nil, nil, err
 		}
-		return sh, sh.Metadata(), nil
+		return sh, ModelMetadata(sh), nil
 	}
 	r, err := safetensors.Open(path)
 	if err != nil {
 		return nil, nil, err
 	}
 	return r, r.Metadata(), nil
+}
+
+// indexBookkeeping lists the keys of an index's metadata that describe the
+// checkpoint rather than the model: the Hugging Face libraries write
+// total_size (the tensors' bytes) and transformers total_parameters.
+var indexBookkeeping = []string{"total_parameters", "total_size"}
+
+// ModelMetadata returns the metadata of the model that s holds, as Compare
+// takes it: the metadata of its shards' headers, such as {"format": "pt"},
+// which the Hugging Face libraries write into every shard, together with
+// the index's own metadata less its bookkeeping of the checkpoint
+// (total_size and total_parameters, which a single file of the same
+// tensors does not have). For a single file opened with OpenIndex, it is
+// the file's metadata. A key on which the shards, or the shards and the
+// index, disagree, or that only some shards have, gets a value that says
+// so and gives each one's value, such as
+//
+//	differs within the checkpoint: model-00001-of-00002.safetensors "pt", model-00002-of-00002.safetensors none
+//
+// so that the model compares unequal to any single file. It is nil when
+// there is no such metadata.
+func ModelMetadata(s *safetensors.Sharded) map[string]string {
+	shards := s.Shards()
+	metas := make([]map[string]string, 0, len(shards)+1)
+	names := make([]string, 0, len(shards)+1)
+	keys := map[string]bool{}
+	for _, shard := range shards {
+		h, err := s.Header(shard)
+		if err != nil {
+			continue // cannot happen: shard is one of Shards()
+		}
+		metas = append(metas, h.Metadata)
+		names = append(names, shard)
+		for k := range h.Metadata {
+			keys[k] = true
+		}
+	}
+	nShards := len(metas)
+	index := s.Metadata()
+	for _, k := range indexBookkeeping {
+		// A single file's own key of that name stays: its shard gives it.
+		delete(index, k)
+	}
+	if len(index) > 0 {
+		metas = append(metas, index)
+		names = append(names, "the index")
+		for k := range index {
+			keys[k] = true
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(keys))
+	for k := range keys {
+		// The value of the first source that has the key; the shards
+		// must all have it, the index need not.
+		inShards := anyHas(metas[:nShards], k)
+		v, agree, seen := "", true, false
+		for i, m := range metas {
+			mv, ok := m[k]
+			switch {
+			case !ok && i < nShards && inShards:
+				agree = false
+			case !ok:
+			case !seen:
+				v, seen = mv, true
+			case mv != v:
+				agree = false
+			}
+		}
+		if agree {
+			out[k] = v
+			continue
+		}
+		var b strings.Builder
+		b.WriteString("differs within the checkpoint:")
+		for i, m := range metas {
+			mv, ok := m[k]
+			if !ok && i >= nShards {
+				continue
+			}
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(" " + names[i] + " ")
+			if ok {
+				b.WriteString(strconv.Quote(mv))
+			} else {
+				b.WriteString("none")
+			}
+		}
+		out[k] = b.String()
+	}
+	return out
+}
+
+// anyHas reports whether one of the maps has the key.
+func anyHas(metas []map[string]string, key string) bool {
+	for _, m := range metas {
+		if _, ok := m[key]; ok {
+			return true
+		}
+	}
+	return false
 }

@@ -78,25 +78,81 @@ func TestPaths(t *testing.T) {
 	require.ErrorIs(t, err, os.ErrNotExist)
 }
 
+// TestShardedAgainstFile builds one model in both forms, a sharded
+// checkpoint and a single file, with the same metadata: they are equal,
+// whichever way the checkpoint is named, though its index has metadata of
+// its own (total_parameters, total_size) that the file has not.
 func TestShardedAgainstFile(t *testing.T) {
 	ts := []safetensors.Tensor{f32(t, "a", []uint64{300}, make([]float32, 300)...), f32(t, "b", []uint64{300}, make([]float32, 300)...)}
+	meta := map[string]string{"format": "pt"}
 	dir := t.TempDir()
-	require.NoError(t, safetensors.WriteSharded(dir, "model", ts, 1500, nil))
-	file := write(t, ts, nil)
-	r, err := Paths(dir, file)
+	require.NoError(t, safetensors.WriteSharded(dir, "model", ts, 1500, meta))
+	index := filepath.Join(dir, "model.safetensors.index.json")
+	data, err := os.ReadFile(index)
 	require.NoError(t, err)
-	assert.Empty(t, r.OnlyA)
-	assert.Empty(t, r.OnlyB)
-	for _, tn := range r.Tensors {
-		assert.True(t, tn.Identical, tn.Name)
+	require.Contains(t, string(data), `"total_size": 2400`, "the index keeps its bookkeeping")
+	file := write(t, ts, meta)
+	for _, sharded := range []string{dir, index} {
+		r, err := Paths(sharded, file)
+		require.NoError(t, err)
+		assert.True(t, r.Equal(), "%s against %s: %+v", sharded, file, r)
+		assert.Empty(t, r.Metadata)
+		assert.Len(t, r.Tensors, 2)
+		r, err = Paths(file, sharded)
+		require.NoError(t, err)
+		assert.True(t, r.Equal(), "%s against %s: %+v", file, sharded, r)
 	}
-	// The index's metadata (total_parameters, total_size) against none.
-	require.Len(t, r.Metadata, 2)
-	assert.Equal(t, "total_parameters", r.Metadata[0].Key)
-	assert.Equal(t, "600", *r.Metadata[0].A)
-	assert.Equal(t, "total_size", r.Metadata[1].Key)
-	assert.Equal(t, "2400", *r.Metadata[1].A)
-	assert.Nil(t, r.Metadata[1].B)
+
+	// The model's metadata still counts: the file's differs.
+	other := write(t, ts, map[string]string{"format": "np", "k": "v"})
+	r, err := Paths(dir, other)
+	require.NoError(t, err)
+	assert.False(t, r.Equal())
+	pt, np, v := "pt", "np", "v"
+	assert.Equal(t, []Metadata{{Key: "format", A: &pt, B: &np}, {Key: "k", B: &v}}, r.Metadata)
+}
+
+// TestModelMetadata gives a checkpoint's metadata from its shards and its
+// index: the index's bookkeeping is left out, its other keys are kept, and
+// a key on which the shards disagree makes the model differ from a file.
+func TestModelMetadata(t *testing.T) {
+	dir := t.TempDir()
+	a, b := f32(t, "a", []uint64{1}, 1), f32(t, "b", []uint64{1}, 2)
+	require.NoError(t, safetensors.WriteFile(filepath.Join(dir, "s1.safetensors"), []safetensors.Tensor{a}, map[string]string{"format": "pt", "x": "1"}))
+	require.NoError(t, safetensors.WriteFile(filepath.Join(dir, "s2.safetensors"), []safetensors.Tensor{b}, map[string]string{"format": "pt", "x": "2"}))
+	index := filepath.Join(dir, "model.safetensors.index.json")
+	require.NoError(t, os.WriteFile(index, []byte(`{"metadata": {"total_size": 8, "total_parameters": 2, "license": "mit"},
+		"weight_map": {"a": "s1.safetensors", "b": "s2.safetensors"}}`), 0o644))
+	sh, err := safetensors.OpenIndex(index)
+	require.NoError(t, err)
+	defer sh.Close()
+	assert.Equal(t, map[string]string{"total_size": "8", "total_parameters": "2", "license": "mit"}, sh.Metadata(), "Sharded.Metadata is the index's")
+	assert.Equal(t, map[string]string{
+		"format":  "pt",
+		"license": "mit",
+		"x":       `differs within the checkpoint: s1.safetensors "1", s2.safetensors "2"`,
+	}, ModelMetadata(sh))
+
+	file := write(t, []safetensors.Tensor{a, b}, map[string]string{"format": "pt", "x": "1", "license": "mit"})
+	r, err := Paths(index, file)
+	require.NoError(t, err)
+	assert.False(t, r.Equal(), "the shards disagree on x")
+	require.Len(t, r.Metadata, 1)
+	assert.Equal(t, "x", r.Metadata[0].Key)
+
+	// A single file keeps every key of its own, total_size included.
+	single := write(t, []safetensors.Tensor{a}, map[string]string{"total_size": "4"})
+	sf, err := safetensors.OpenIndex(single)
+	require.NoError(t, err)
+	defer sf.Close()
+	assert.Equal(t, map[string]string{"total_size": "4"}, ModelMetadata(sf))
+
+	// No metadata anywhere: nil.
+	bare := write(t, []safetensors.Tensor{a}, nil)
+	sb, err := safetensors.OpenIndex(bare)
+	require.NoError(t, err)
+	defer sb.Close()
+	assert.Nil(t, ModelMetadata(sb))
 }
 
 // TestChunks compares tensors larger than a chunk: differences in every

@@ -3,6 +3,7 @@ package diff_test
 import (
 	"bytes"
 	"fmt"
+	"os"
 
 	"github.com/safetensors-go/safetensors"
 	"github.com/safetensors-go/safetensors/diff"
@@ -50,4 +51,33 @@ func ExampleCompare() {
 	// only in b: [bias]
 	// w: identical false, 1 differing, max abs 1, max rel 0.2
 	// equal: false
+}
+
+// ModelMetadata gives a sharded checkpoint's metadata as a single file of
+// the same model has it: its shards', without the index's total_size and
+// total_parameters.
+func ExampleModelMetadata() {
+	dir, err := os.MkdirTemp("", "model")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	var tensors []safetensors.Tensor
+	for _, name := range []string{"a", "b"} {
+		tensors = append(tensors, safetensors.Tensor{Name: name, DType: safetensors.U8, Shape: []uint64{4}, Data: []byte{1, 2, 3, 4}})
+	}
+	// Shards of at most 4 bytes: two shards and an index.
+	if err := safetensors.WriteSharded(dir, "model", tensors, 4, map[string]string{"format": "pt"}); err != nil {
+		panic(err)
+	}
+	sh, err := safetensors.OpenIndex(dir)
+	if err != nil {
+		panic(err)
+	}
+	defer sh.Close()
+	fmt.Println("index:", sh.Metadata())
+	fmt.Println("model:", diff.ModelMetadata(sh))
+	// Output:
+	// index: map[total_parameters:8 total_size:8]
+	// model: map[format:pt]
 }

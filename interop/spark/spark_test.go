@@ -54,6 +54,30 @@ func write(t *testing.T, mode dataset.Mode, index bool) string {
 	return dir
 }
 
+// writeVarying writes a key-value dataset of 10 samples whose "tokens"
+// column gives no shape: each key's tensor has its own, of rank 0 to 2.
+func writeVarying(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	w, err := dataset.Create(dir, dataset.Options{Mode: dataset.KeyValue, Index: true, TaskID: 5, Columns: []dataset.Column{
+		{Name: "tokens", DType: safetensors.I32},
+		{Name: "label", DType: safetensors.I64},
+	}})
+	require.NoError(t, err)
+	for i := range 10 {
+		shape := [][]uint64{{}, {uint64(i)}, {uint64(i % 3), 2}}[i%3]
+		n := uint64(1)
+		for _, d := range shape {
+			n *= d
+		}
+		tokens := safetensors.Tensor{Name: "tokens", DType: safetensors.I32, Shape: shape, Data: make([]byte, 4*n)}
+		label := safetensors.Tensor{Name: "label", DType: safetensors.I64, Data: binary.LittleEndian.AppendUint64(nil, uint64(i))}
+		require.NoError(t, w.WriteKVTensors(fmt.Sprintf("id-%d", i), tokens, label))
+	}
+	require.NoError(t, w.Close())
+	return dir
+}
+
 // indexRow is a row of the index: tensor_key, file_name, shape, dtype.
 type indexRow struct {
 	Key, File string
@@ -128,9 +152,10 @@ func runSpark(t *testing.T, req any) map[string]map[string]json.RawMessage {
 }
 
 // TestSpark has Spark's Parquet reader read the indexes Go wrote, in both
-// modes, and the Go package read indexes that Spark wrote.
+// modes and with shapes that vary from key to key, and the Go package read
+// indexes that Spark wrote.
 func TestSpark(t *testing.T) {
-	goBatch, goKV := write(t, dataset.Batch, true), write(t, dataset.KeyValue, true)
+	goBatch, goKV, goVary := write(t, dataset.Batch, true), write(t, dataset.KeyValue, true), writeVarying(t)
 	// Datasets without an index, for Spark to write one; it leaves out one
 	// tensor, so that a lookup that the index cannot answer shows that the
 	// Go package read it.
@@ -144,9 +169,9 @@ func TestSpark(t *testing.T) {
 		rows := headerRows(t, dir)
 		writes = append(writes, writeReq{dir, rows[:len(rows)-1]})
 	}
-	res := runSpark(t, map[string]any{"read": []string{goBatch, goKV}, "write": writes})
+	res := runSpark(t, map[string]any{"read": []string{goBatch, goKV, goVary}, "write": writes})
 
-	for _, dir := range []string{goBatch, goKV} {
+	for _, dir := range []string{goBatch, goKV, goVary} {
 		var got struct {
 			Schema [][2]string `json:"schema"`
 			Rows   []indexRow  `json:"rows"`
