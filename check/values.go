@@ -79,8 +79,8 @@ func scanValues(tensors []safetensors.Tensor, opts Options) ([]Finding, error) {
 	lim := newLimits(opts.MaxAbs)
 	var units []unit
 	for i, t := range tensors {
-		if !isFloat(t.DType) {
-			continue
+		if !t.DType.HasNaN() {
+			continue // integers, and F4 and F6, which have only finite values
 		}
 		size := t.DType.Bits() / 8
 		n := len(t.Data) / size
@@ -231,20 +231,24 @@ func scan(t safetensors.Tensor, lo, hi int, lim limits, buf []float32) (counts, 
 		}
 	case safetensors.F64:
 		b := t.Data[8*lo : 8*hi]
+		// The limit, or the largest finite value if that is lower, so that
+		// Inf is looked at when the limit is off (+Inf), as for F32.
+		top := min(lim.f64, 0x7fefffffffffffff)
 		for k := range hi - lo {
 			a := le.Uint64(b[8*k:]) & 0x7fffffffffffffff
 			c.nonzero = c.nonzero || a != 0
-			if a > lim.f64 {
+			if a > top {
 				c.classify(uint64(lo+k), a > 0x7ff0000000000000, a == 0x7ff0000000000000, true)
 			}
 		}
-	default: // the F8 types, through float32
+	default: // the F8 types, F8_E8M0 included, through float32
 		size := t.DType.Bits() / 8
 		buf, _ = safetensors.Tensor{DType: t.DType, Data: t.Data[size*lo : size*hi]}.AppendFloat32s(buf[:0])
+		top := min(lim.f, math.MaxFloat64) // as for F64
 		for k, v := range buf {
 			a := math.Abs(float64(v))
 			c.nonzero = c.nonzero || a != 0
-			if !(a <= lim.f) {
+			if !(a <= top) {
 				c.classify(uint64(lo+k), math.IsNaN(a), math.IsInf(a, 0), true)
 			}
 		}

@@ -138,7 +138,7 @@ func DecompressWeight(q, scale safetensors.Tensor) (safetensors.Tensor, error) {
 	if err != nil {
 		return safetensors.Tensor{}, err
 	}
-	if len(scales) != 1 && len(scales) != out || !isFloat(scale.DType) {
+	if len(scales) != 1 && len(scales) != out || !quantizable(scale.DType) {
 		return safetensors.Tensor{}, fmt.Errorf("%w: scale %q: want an F32, F16 or BF16 tensor of %d or 1 values, got %v %v", ErrUnsupported, scale.Name, out, scale.DType, scale.Shape)
 	}
 	vals := make([]float32, out*in)
@@ -152,12 +152,17 @@ func DecompressWeight(q, scale safetensors.Tensor) (safetensors.Tensor, error) {
 	return safetensors.TensorFromFloat32s(q.Name, scale.DType, q.Shape, vals, safetensors.RoundNearestEven)
 }
 
-func isFloat(d safetensors.DType) bool {
+// quantizable reports whether weights of dtype d are quantized, and
+// scales of dtype d taken: F32, F16 and BF16, the float dtypes that
+// safetensors.TensorFromFloat32s writes, in which the scales and
+// decompressed weights are stored. The other floats (F64, the F8, F6 and
+// F4 types) are kept as they are.
+func quantizable(d safetensors.DType) bool {
 	return d == safetensors.F32 || d == safetensors.F16 || d == safetensors.BF16
 }
 
 func checkWeight(w safetensors.Tensor) error {
-	if !isFloat(w.DType) || len(w.Shape) != 2 {
+	if !quantizable(w.DType) || len(w.Shape) != 2 {
 		return fmt.Errorf("%w: tensor %q: want an F32, F16 or BF16 [out, in] weight, got %v %v", ErrUnsupported, w.Name, w.DType, w.Shape)
 	}
 	out, in := w.Shape[0], w.Shape[1]

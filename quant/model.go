@@ -234,7 +234,7 @@ func quantizeFile(ctx context.Context, in, out string, s Strategy, sum *Summary,
 		if module, ok := strings.CutSuffix(t.Name, ".weight"); ok && isHead(module) && len(t.Shape) == 2 {
 			heads[module] = true
 		}
-		if IsLinearWeight(t.Name, t.Shape) && isFloat(t.DType) {
+		if IsLinearWeight(t.Name, t.Shape) && quantizable(t.DType) {
 			specs = append(specs,
 				safetensors.TensorSpec{Name: t.Name, DType: safetensors.I8, Shape: t.Shape},
 				safetensors.TensorSpec{Name: ScaleName(t.Name), DType: t.DType, Shape: scaleShape(t.Shape, s)})
@@ -259,7 +259,7 @@ func quantizeFile(ctx context.Context, in, out string, s Strategy, sum *Summary,
 		if err != nil {
 			return 0, err
 		}
-		if !IsLinearWeight(t.Name, t.Shape) || !isFloat(t.DType) {
+		if !IsLinearWeight(t.Name, t.Shape) || !quantizable(t.DType) {
 			sum.Kept = append(sum.Kept, t.Name)
 			if err := fw.WriteTensorAt(t.Name, bytes.NewReader(t.Data)); err != nil {
 				return 0, err
