@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/internal/pyjson"
 )
 
 // Version is the compressed-tensors version whose layout WriteModel writes,
@@ -346,7 +347,7 @@ func writeConfig(in, out string, s Strategy, ignore []string) error {
 		}
 	}
 	cfg["quantization_config"] = QuantizationConfig(s, ignore)
-	text, err := appendPythonJSON(nil, cfg, 0)
+	text, err := pyjson.Append(nil, cfg, 0)
 	if err != nil {
 		return err
 	}
@@ -385,7 +386,7 @@ func writeIndex(in, out string, weightMap map[string]any, total uint64) error {
 	meta["total_size"] = json.Number(fmt.Sprint(total))
 	idx["metadata"] = meta
 	idx["weight_map"] = weightMap
-	text, err := appendPythonJSON(nil, idx, 0)
+	text, err := pyjson.Append(nil, idx, 0)
 	if err != nil {
 		return err
 	}
