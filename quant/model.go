@@ -17,6 +17,7 @@ import (
 
 	"github.com/safetensors-go/safetensors"
 	"github.com/safetensors-go/safetensors/internal/pyjson"
+	"github.com/safetensors-go/safetensors/internal/regular"
 )
 
 // Version is the compressed-tensors version whose layout WriteModel writes,
@@ -371,7 +372,7 @@ func decodeObject(data []byte) (map[string]any, error) {
 // and total size, as transformers writes one (sorted keys, two-space
 // indent, a final newline), keeping the other metadata.
 func writeIndex(in, out string, weightMap map[string]any, total uint64) error {
-	data, err := os.ReadFile(in)
+	data, err := readRegular(in)
 	if err != nil {
 		return err
 	}
@@ -411,16 +412,15 @@ func copyFile(src, dst string) error {
 }
 
 // readRegular reads the file at path, refusing one that is not a regular
-// file (a FIFO would block the read).
+// file (a FIFO would block the read) with an error wrapping
+// safetensors.ErrNotRegular.
 func readRegular(path string) ([]byte, error) {
-	info, err := os.Stat(path)
-	if err != nil {
-		return nil, err
+	data, err := regular.ReadFile(os.OpenFile, path)
+	var nr *regular.NotRegularError
+	if errors.As(err, &nr) {
+		return nil, fmt.Errorf("quant: %s: %w (mode %v)", path, safetensors.ErrNotRegular, nr.Mode)
 	}
-	if !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("quant: %s: %w (mode %v)", path, safetensors.ErrNotRegular, info.Mode())
-	}
-	return os.ReadFile(path)
+	return data, err
 }
 
 // writeFileSync writes data to a new file at path and syncs it, so that
