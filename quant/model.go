@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/internal/atomicfile"
 	"github.com/safetensors-go/safetensors/internal/pyjson"
 	"github.com/safetensors-go/safetensors/internal/regular"
 )
@@ -166,11 +167,11 @@ func WriteModelContext(ctx context.Context, src, dst string, s Strategy) (*Summa
 			sum.Copied = append(sum.Copied, e.Name())
 		}
 	}
-	syncDir(tmp)
+	atomicfile.SyncDir(tmp)
 	if err := os.Rename(tmp, dst); err != nil {
 		return nil, err
 	}
-	syncDir(filepath.Dir(filepath.Clean(dst)))
+	atomicfile.SyncDir(filepath.Dir(filepath.Clean(dst)))
 	ok = true
 	return sum, nil
 }
@@ -455,14 +456,5 @@ func mkdirTemp(dir, prefix string) (string, error) {
 		if !errors.Is(err, fs.ErrExist) {
 			return name, err
 		}
-	}
-}
-
-// syncDir syncs the directory dir, so that the names in it are on disk,
-// where the system allows it.
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
 	}
 }
