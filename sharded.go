@@ -2,6 +2,7 @@ package safetensors
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,8 +15,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 
+	"github.com/safetensors-go/safetensors/internal/parallel"
 	"github.com/safetensors-go/safetensors/internal/pyjson"
 )
 
@@ -367,26 +368,12 @@ func (s *Sharded) openShards(weightMap map[string]string, open func(string) (*Re
 		}
 		s.shards[i], errs[i] = r, err
 	}
-	if len(s.files) == 1 {
-		openOne(0)
-	} else {
-		var wg sync.WaitGroup
-		next := make(chan int)
-		for range min(len(s.files), maxOpenConcurrency) {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := range next {
-					openOne(i)
-				}
-			}()
-		}
-		for i := range s.files {
-			next <- i
-		}
-		close(next)
-		wg.Wait()
-	}
+	// Every shard is opened, whatever the others give, so that the error
+	// is that of the first shard in order that fails.
+	parallel.For(context.Background(), len(s.files), maxOpenConcurrency, func(_, i int) error {
+		openOne(i)
+		return nil
+	})
 	for i, err := range errs {
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s: shard %s: %w", ErrInvalidIndex, s.index, s.files[i], err)

@@ -1,15 +1,14 @@
 package check
 
 import (
+	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"runtime"
-	"sync"
-	"sync/atomic"
 
 	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/internal/parallel"
 )
 
 // chunkBytes is the size of the pieces a tensor's values are checked in,
@@ -95,33 +94,19 @@ func scanValues(tensors []safetensors.Tensor, opts Options) ([]Finding, error) {
 		workers = runtime.GOMAXPROCS(0)
 	}
 	workers = max(1, min(workers, len(units)))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make([]error, workers)
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var buf []float32
-			var u unit
-			err := safetensors.GuardFaults(func() error {
-				for {
-					k := int(next.Add(1) - 1)
-					if k >= len(units) {
-						return nil
-					}
-					u = units[k]
-					results[k], buf = scan(tensors[u.t], u.lo, u.hi, lim, buf)
-				}
-			})
-			if err != nil {
-				errs[w] = fmt.Errorf("tensor %q: %w", tensors[u.t].Name, err)
-				next.Store(int64(len(units))) // the others stop too
-			}
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	bufs := make([][]float32, workers)
+	err := parallel.For(context.Background(), len(units), workers, func(w, k int) error {
+		u := units[k]
+		err := safetensors.GuardFaults(func() error {
+			results[k], bufs[w] = scan(tensors[u.t], u.lo, u.hi, lim, bufs[w])
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("tensor %q: %w", tensors[u.t].Name, err)
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	total := make(map[int]*counts)

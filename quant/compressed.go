@@ -1,6 +1,7 @@
 package quant
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -9,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/internal/parallel"
 )
 
 // Strategy is the granularity of compressed-tensors' weight scales.
@@ -537,35 +539,12 @@ func forRows(out, in int, f func(lo, hi int, buf []float32) error) error {
 	// Small blocks of rows, handed out in turn, keep the goroutines busy
 	// to the end.
 	block := max(1, min(out/(workers*8), (1<<20)/max(in, 1)))
-	var next int
-	var mu sync.Mutex
-	var first error
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			buf := make([]float32, in)
-			for {
-				mu.Lock()
-				lo := next
-				next += block
-				stop := first != nil
-				mu.Unlock()
-				if stop || lo >= out {
-					return
-				}
-				if err := safetensors.GuardFaults(func() error { return f(lo, min(lo+block, out), buf) }); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return first
+	bufs := make([][]float32, workers)
+	return parallel.For(context.Background(), (out+block-1)/block, workers, func(w, k int) error {
+		if bufs[w] == nil {
+			bufs[w] = make([]float32, in)
+		}
+		lo := k * block
+		return safetensors.GuardFaults(func() error { return f(lo, min(lo+block, out), bufs[w]) })
+	})
 }
