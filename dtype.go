@@ -114,6 +114,37 @@ func (d DType) Bits() int {
 	return int(dtypeBits[d])
 }
 
+// IsFloat reports whether d is a real floating-point type: F4, F6_E2M3,
+// F6_E3M2, the five F8 types, F16, BF16, F32 and F64. F8_E8M0 is one of
+// them: its values are those of a float with 8 exponent bits and no
+// mantissa (the powers of two from 2^-127 to 2^127, and NaN), as
+// PyTorch's float8_e8m0fnu, a floating-point dtype there too. C64 is not
+// (its elements are complex, as reflect tells Complex64 from Float32), nor
+// are BOOL and the integers.
+//
+// A float tensor's values may still be unable to hold NaN or infinity:
+// [DType.HasNaN] says which can.
+func (d DType) IsFloat() bool {
+	switch d {
+	case F4, F6_E2M3, F6_E3M2, F8_E5M2, F8_E4M3, F8_E8M0, F8_E4M3FNUZ, F8_E5M2FNUZ, F16, BF16, F32, F64:
+		return true
+	}
+	return false
+}
+
+// HasNaN reports whether a value of d can be NaN: for the float types of 8
+// bits and more, those for which [DType.IsFloat] is true except F4, F6_E2M3
+// and F6_E3M2, whose every code is a finite number (the OCP Microscaling
+// formats define no NaN or infinity for them). Every dtype with an
+// infinity (F8_E5M2, F16, BF16, F32, F64) has NaN too, so HasNaN is also
+// whether a value of d can be other than finite. F8_E4M3, F8_E8M0 and the
+// FNUZ types have NaN and no infinity. [Tensor.Stats] counts the NaN and
+// infinite values of every dtype for which HasNaN is true; for the others
+// there is none to count.
+func (d DType) HasNaN() bool {
+	return d.IsFloat() && d.Bits() >= 8
+}
+
 // ParseDType returns the DType whose wire name is s. Names are case-sensitive,
 // as in the reference: "F32" is a DType, "f32" and "float32" are not. An
 // unknown name gives an error that wraps [ErrUnknownDType].

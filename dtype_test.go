@@ -67,3 +67,51 @@ func TestDTypeJSON(t *testing.T) {
 	assert.Equal(t, map[string]DType{"a": BF16, "b": F8_E4M3FNUZ}, m)
 	assert.Error(t, json.Unmarshal([]byte(`{"a":"f16"}`), &m))
 }
+
+// TestDTypeIsFloat checks IsFloat and HasNaN against the values the
+// dtypes decode to: a dtype whose Stats counts a NaN or an infinity in some
+// element is one for which HasNaN is true, and every dtype for which it is
+// true has a NaN that Stats counts. The 8- and 16-bit types are tried with
+// every code.
+func TestDTypeIsFloat(t *testing.T) {
+	floats := map[DType]bool{
+		F4: true, F6_E2M3: true, F6_E3M2: true, F8_E5M2: true, F8_E4M3: true, F8_E8M0: true,
+		F8_E4M3FNUZ: true, F8_E5M2FNUZ: true, F16: true, BF16: true, F32: true, F64: true,
+	}
+	// Codes that are NaN in the wider types, which are not tried in full.
+	nan32 := []byte{0x01, 0x00, 0xc0, 0x7f}
+	nan64 := []byte{0, 0, 0, 0, 0, 0, 0xf8, 0x7f}
+	for _, ref := range refDTypes {
+		d, _ := ParseDType(ref.name)
+		assert.Equal(t, floats[d], d.IsFloat(), "%v.IsFloat", d)
+		var data []byte
+		switch d.Bits() {
+		case 8:
+			for c := range 256 {
+				data = append(data, byte(c))
+			}
+		case 16:
+			for c := range 1 << 16 {
+				data = append(data, byte(c), byte(c>>8))
+			}
+		case 32:
+			data = nan32
+		case 64:
+			data = nan64
+		}
+		s, err := Tensor{Name: ref.name, DType: d, Data: data}.Stats()
+		if !d.HasNaN() {
+			if err == nil {
+				assert.Zero(t, s.NaN+s.Inf, "%v has no NaN nor Inf, yet Stats counts some", d)
+			}
+			continue
+		}
+		require.NoError(t, err, "%v: Stats decodes every dtype that HasNaN", d)
+		assert.NotZero(t, s.NaN, "%v has NaN", d)
+		assert.True(t, d.IsFloat(), "%v", d)
+	}
+	for _, d := range []DType{0, lastDType + 1} {
+		assert.False(t, d.IsFloat())
+		assert.False(t, d.HasNaN())
+	}
+}

@@ -3,11 +3,10 @@ package safetensors
 import (
 	"errors"
 	"io"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"runtime"
-	"strconv"
+
+	"github.com/safetensors-go/safetensors/internal/atomicfile"
 )
 
 // WriteFile writes tensors and metadata to the named file as Write does,
@@ -149,10 +148,7 @@ type atomicFile struct {
 
 // tempName returns a new temporary name for the file at path, in its
 // directory.
-func tempName(path string) string {
-	dir, base := filepath.Split(path)
-	return filepath.Join(dir, "."+base+".tmp"+strconv.FormatUint(rand.Uint64(), 36))
-}
+func tempName(path string) string { return atomicfile.TempName(path) }
 
 // createAtomic creates the temporary file for path, in the same directory
 // so that the rename is atomic. When a file is already at path, the
@@ -185,17 +181,7 @@ func createAtomic(path string) (*atomicFile, error) {
 // targetError returns err with the temporary file's name tmp, if it gives
 // it, replaced by path, the name the caller gave: the temporary file is an
 // internal detail, and gone once the error is returned.
-func targetError(err error, tmp, path string) error {
-	var pe *os.PathError
-	var le *os.LinkError
-	switch {
-	case errors.As(err, &pe) && pe.Path == tmp:
-		return &os.PathError{Op: pe.Op, Path: path, Err: pe.Err}
-	case errors.As(err, &le) && (le.Old == tmp || le.New == tmp):
-		return &os.PathError{Op: le.Op, Path: path, Err: le.Err}
-	}
-	return err
-}
+func targetError(err error, tmp, path string) error { return atomicfile.PathError(err, tmp, path) }
 
 // targetFile is a temporary file whose errors name the destination.
 type targetFile struct {
@@ -293,15 +279,7 @@ func (a *atomicFile) rename() error {
 	return nil
 }
 
-// syncDir makes a rename in dir durable where the platform allows; it is
-// best effort, since the new file is in place whatever it returns. Tests
-// that simulate full disks replace it, to run faster.
-var syncDir = func(dir string) {
-	if runtime.GOOS == "windows" || runtime.GOOS == "plan9" {
-		return
-	}
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
-}
+// syncDir makes a rename in dir durable where the platform allows, as
+// atomicfile.SyncDir does. Tests that simulate full disks replace it, to
+// run faster.
+var syncDir = atomicfile.SyncDir

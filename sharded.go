@@ -2,6 +2,7 @@ package safetensors
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,7 +15,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
+
+	"github.com/safetensors-go/safetensors/internal/parallel"
+	"github.com/safetensors-go/safetensors/internal/pyjson"
 )
 
 var (
@@ -365,26 +368,12 @@ func (s *Sharded) openShards(weightMap map[string]string, open func(string) (*Re
 		}
 		s.shards[i], errs[i] = r, err
 	}
-	if len(s.files) == 1 {
-		openOne(0)
-	} else {
-		var wg sync.WaitGroup
-		next := make(chan int)
-		for range min(len(s.files), maxOpenConcurrency) {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := range next {
-					openOne(i)
-				}
-			}()
-		}
-		for i := range s.files {
-			next <- i
-		}
-		close(next)
-		wg.Wait()
-	}
+	// Every shard is opened, whatever the others give, so that the error
+	// is that of the first shard in order that fails.
+	parallel.For(context.Background(), len(s.files), maxOpenConcurrency, func(_, i int) error {
+		openOne(i)
+		return nil
+	})
 	for i, err := range errs {
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s: shard %s: %w", ErrInvalidIndex, s.index, s.files[i], err)
@@ -768,51 +757,14 @@ func appendIndex(dst []byte, params, size uint64, weightMap map[string]string) [
 			dst = append(dst, ',')
 		}
 		dst = append(dst, "\n    "...)
-		dst = appendPythonString(dst, name)
+		dst = pyjson.AppendString(dst, name)
 		dst = append(dst, ": "...)
-		dst = appendPythonString(dst, weightMap[name])
+		dst = pyjson.AppendString(dst, weightMap[name])
 	}
 	if len(weightMap) > 0 {
 		dst = append(dst, "\n  "...)
 	}
 	return append(dst, "}\n}\n"...)
-}
-
-// appendPythonString appends s as Python's json.dumps quotes it by default
-// (ensure_ascii): \" \\ \b \f \n \r \t, other characters outside the
-// printable ASCII range as \u escapes in lowercase hexadecimal, those
-// beyond the Basic Multilingual Plane as surrogate pairs. s is valid UTF-8.
-func appendPythonString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	u := func(dst []byte, r rune) []byte {
-		return append(dst, '\\', 'u', hex[r>>12&15], hex[r>>8&15], hex[r>>4&15], hex[r&15])
-	}
-	dst = append(dst, '"')
-	for _, r := range s {
-		switch {
-		case r == '"' || r == '\\':
-			dst = append(dst, '\\', byte(r))
-		case r == '\b':
-			dst = append(dst, `\b`...)
-		case r == '\f':
-			dst = append(dst, `\f`...)
-		case r == '\n':
-			dst = append(dst, `\n`...)
-		case r == '\r':
-			dst = append(dst, `\r`...)
-		case r == '\t':
-			dst = append(dst, `\t`...)
-		case r >= ' ' && r <= '~':
-			dst = append(dst, byte(r))
-		case r > 0xffff:
-			r -= 0x10000
-			dst = u(dst, 0xd800+r>>10)
-			dst = u(dst, 0xdc00+r&0x3ff)
-		default:
-			dst = u(dst, r)
-		}
-	}
-	return append(dst, '"')
 }
 
 // Shards returns the file names of the shards, in order.

@@ -375,18 +375,11 @@ func TestOpenIndexUnlisted(t *testing.T) {
 	assert.NoError(t, err)
 }
 
-func TestAppendPythonString(t *testing.T) {
-	// Python: json.dumps(s) for each s.
-	for s, want := range map[string]string{
-		"plain.name":    `"plain.name"`,
-		"a\"b\\c/d":     `"a\"b\\c/d"`,
-		"\b\f\n\r\t":    `"\b\f\n\r\t"`,
-		"\x00\x1f\x7f":  `"\u0000\u001f\u007f"`,
-		"é€😀\U0010ffff": `"\u00e9\u20ac\ud83d\ude00\udbff\udfff"`,
-	} {
-		assert.Equal(t, want, string(appendPythonString(nil, s)), "%q", s)
-	}
+func TestAppendIndex(t *testing.T) {
 	assert.Equal(t, "{\n  \"metadata\": {\n    \"total_parameters\": 0,\n    \"total_size\": 0\n  },\n  \"weight_map\": {}\n}\n", string(appendIndex(nil, 0, 0, nil)))
+	// Python: json.dumps(index, indent=2, sort_keys=True) + "\n".
+	assert.Equal(t, "{\n  \"metadata\": {\n    \"total_parameters\": 3,\n    \"total_size\": 12\n  },\n  \"weight_map\": {\n    \"a\": \"x-00001.safetensors\",\n    \"\\u00e9\\\"\": \"x-00002.safetensors\"\n  }\n}\n",
+		string(appendIndex(nil, 3, 12, map[string]string{"é\"": "x-00002.safetensors", "a": "x-00001.safetensors"})))
 }
 
 // TestSplitShards checks the split rule on the example of huggingface_hub's

@@ -294,15 +294,6 @@ type info struct {
 	Shape []uint64
 }
 
-func isFloat(d safetensors.DType) bool {
-	switch d {
-	case safetensors.F64, safetensors.F32, safetensors.F16, safetensors.BF16,
-		safetensors.F8_E4M3, safetensors.F8_E5M2, safetensors.F8_E4M3FNUZ, safetensors.F8_E5M2FNUZ:
-		return true
-	}
-	return false
-}
-
 // isBuffer reports whether a tensor is one of the buffers that older
 // checkpoints saved beside the weights, whose values are not weights and
 // whose dtype may differ: causal masks (GPT-2's attn.bias, GPT-NeoX's
@@ -325,7 +316,7 @@ func dtypes(infos []info) []Finding {
 	count := map[safetensors.DType]int{}
 	example := map[safetensors.DType]string{}
 	for _, t := range infos {
-		if isFloat(t.DType) && !isBuffer(t.Name, t.Shape) {
+		if t.DType.IsFloat() && !isBuffer(t.Name, t.Shape) {
 			if count[t.DType] == 0 {
 				example[t.DType] = t.Name
 			}

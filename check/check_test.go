@@ -427,3 +427,71 @@ func TestHeadsNotDividing(t *testing.T) {
 		assert.True(t, found, "%s: %v", name, r.Findings)
 	}
 }
+
+// TestValueVerdictsAgree checks that the value checks count, for a tensor
+// of every dtype holding each of its codes (the 8- and 16-bit types) or a
+// NaN, an infinity and a finite value (the wider ones), the NaN and
+// infinite values that safetensors.Tensor.Stats counts, which the
+// command's stats and validate --values report: the three agree on every
+// file.
+func TestValueVerdictsAgree(t *testing.T) {
+	var ts []safetensors.Tensor
+	for d := safetensors.BOOL; d <= safetensors.U64; d++ {
+		var data []byte
+		switch d.Bits() {
+		case 8:
+			for c := range 256 {
+				data = append(data, byte(c))
+			}
+		case 16:
+			for c := range 1 << 16 {
+				data = binary.LittleEndian.AppendUint16(data, uint16(c))
+			}
+		case 32:
+			for _, v := range []uint32{0x7fc00001, 0xff800000, 0x3f800000} {
+				data = binary.LittleEndian.AppendUint32(data, v)
+			}
+		case 64:
+			for _, v := range []uint64{0x7ff8000000000001, 0x7ff0000000000000, 0x3ff0000000000000} {
+				data = binary.LittleEndian.AppendUint64(data, v)
+			}
+		default: // F4 and F6: three bytes are whole elements of both
+			data = []byte{0xff, 0x7f, 0xfe}
+		}
+		n := uint64(len(data)) * 8 / uint64(d.Bits())
+		ts = append(ts, safetensors.Tensor{Name: d.String(), DType: d, Shape: []uint64{n}, Data: data})
+	}
+	path := filepath.Join(t.TempDir(), "model.safetensors")
+	require.NoError(t, safetensors.WriteFile(path, ts, nil))
+	r, err := Model(path, Options{MaxAbs: -1})
+	require.NoError(t, err)
+	for _, tensor := range ts {
+		var nan, inf uint64
+		if s, err := tensor.Stats(); err == nil {
+			nan, inf = s.NaN, s.Inf
+		}
+		var gotNaN, gotInf uint64
+		for _, f := range find(r, KindNaN, tensor.Name) {
+			assert.Equal(t, Error, f.Severity)
+			gotNaN += f.Count
+		}
+		for _, f := range find(r, KindInf, tensor.Name) {
+			assert.Equal(t, Error, f.Severity)
+			gotInf += f.Count
+		}
+		assert.Equal(t, nan, gotNaN, "%v: NaN values", tensor.DType)
+		assert.Equal(t, inf, gotInf, "%v: infinite values", tensor.DType)
+	}
+
+	// The file of the issue: one F8_E8M0 scale holding 0xff, NaN.
+	require.NoError(t, safetensors.WriteFile(path, []safetensors.Tensor{
+		{Name: "scale", DType: safetensors.F8_E8M0, Shape: []uint64{3}, Data: []byte{0x7f, 0xff, 0x80}},
+	}, nil))
+	r, err = Model(path, Options{})
+	require.NoError(t, err)
+	assert.Equal(t, 1, r.Errors(), "%v", r.Findings)
+	fs := find(r, KindNaN, "scale")
+	require.Len(t, fs, 1, "%v", r.Findings)
+	require.NotNil(t, fs[0].First)
+	assert.Equal(t, uint64(1), *fs[0].First)
+}

@@ -1,16 +1,15 @@
 package check
 
 import (
+	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"runtime"
 	"strings"
-	"sync"
-	"sync/atomic"
 
 	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/internal/parallel"
 )
 
 // chunkBytes is the size of the pieces a tensor's values are checked in,
@@ -82,8 +81,8 @@ func scanValues(tensors []safetensors.Tensor, opts Options) (out []Finding, boun
 	lim := newLimits(opts.MaxAbs)
 	var units []unit
 	for i, t := range tensors {
-		if !isFloat(t.DType) {
-			continue
+		if !t.DType.HasNaN() {
+			continue // integers, and F4 and F6, which have only finite values
 		}
 		size := t.DType.Bits() / 8
 		n := len(t.Data) / size
@@ -98,33 +97,19 @@ func scanValues(tensors []safetensors.Tensor, opts Options) (out []Finding, boun
 		workers = runtime.GOMAXPROCS(0)
 	}
 	workers = max(1, min(workers, len(units)))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make([]error, workers)
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var buf []float32
-			var u unit
-			err := safetensors.GuardFaults(func() error {
-				for {
-					k := int(next.Add(1) - 1)
-					if k >= len(units) {
-						return nil
-					}
-					u = units[k]
-					results[k], buf = scan(tensors[u.t], u.lo, u.hi, lim, buf)
-				}
-			})
-			if err != nil {
-				errs[w] = fmt.Errorf("tensor %q: %w", tensors[u.t].Name, err)
-				next.Store(int64(len(units))) // the others stop too
-			}
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	bufs := make([][]float32, workers)
+	err = parallel.For(context.Background(), len(units), workers, func(w, k int) error {
+		u := units[k]
+		err := safetensors.GuardFaults(func() error {
+			results[k], bufs[w] = scan(tensors[u.t], u.lo, u.hi, lim, bufs[w])
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("tensor %q: %w", tensors[u.t].Name, err)
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, nil, err
 	}
 	total := make(map[int]*counts)
@@ -252,20 +237,24 @@ func scan(t safetensors.Tensor, lo, hi int, lim limits, buf []float32) (counts, 
 		}
 	case safetensors.F64:
 		b := t.Data[8*lo : 8*hi]
+		// The limit, or the largest finite value if that is lower, so that
+		// Inf is looked at when the limit is off (+Inf), as for F32.
+		top := min(lim.f64, 0x7fefffffffffffff)
 		for k := range hi - lo {
 			a := le.Uint64(b[8*k:]) & 0x7fffffffffffffff
 			c.nonzero = c.nonzero || a != 0
-			if a > lim.f64 {
+			if a > top {
 				c.classify(uint64(lo+k), a > 0x7ff0000000000000, a == 0x7ff0000000000000, true)
 			}
 		}
-	default: // the F8 types, through float32
+	default: // the F8 types, F8_E8M0 included, through float32
 		size := t.DType.Bits() / 8
 		buf, _ = safetensors.Tensor{DType: t.DType, Data: t.Data[size*lo : size*hi]}.AppendFloat32s(buf[:0])
+		top := min(lim.f, math.MaxFloat64) // as for F64
 		for k, v := range buf {
 			a := math.Abs(float64(v))
 			c.nonzero = c.nonzero || a != 0
-			if !(a <= lim.f) {
+			if !(a <= top) {
 				c.classify(uint64(lo+k), math.IsNaN(a), math.IsInf(a, 0), true)
 			}
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/internal/atomicfile"
 )
 
 // indexRow is a row of _tensor_index.parquet, in the connector's schema:
@@ -56,7 +57,7 @@ func (w *Writer) writeIndex() error {
 		os.RemoveAll(tmp)
 		return targetError(path, err)
 	}
-	syncDir(w.dir)
+	atomicfile.SyncDir(w.dir)
 	w.paths = append(w.paths, path)
 	return nil
 }
@@ -93,15 +94,6 @@ func (w *Writer) writeIndexFiles(dir string) error {
 		return err
 	}
 	return writeAtomic(filepath.Join(dir, "_SUCCESS"), func(io.Writer) error { return nil })
-}
-
-// syncDir makes renames in dir durable where the platform allows; it is
-// best effort.
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
 }
 
 // spillEntry is an entry of the spill file: a tensor's name, shard, dtype

@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/internal/atomicfile"
 )
 
 // Tail is what Batch mode does with the last samples when they are fewer
@@ -1031,19 +1032,13 @@ func appendJSONString[S string | []byte](b []byte, s S) []byte {
 }
 
 // createTemp creates a new hidden file in dir whose name starts with
-// prefix, with mode 0666 less the umask (os.CreateTemp gives 0600).
+// prefix, as atomicfile.CreateTemp does.
 func createTemp(dir, prefix string) (*os.File, string, error) {
-	for range 100 {
-		var r [8]byte
-		rand.Read(r[:])
-		name := filepath.Join(dir, fmt.Sprintf("%s.tmp%x", prefix, r))
-		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
-		if errors.Is(err, os.ErrExist) {
-			continue
-		}
-		return f, name, err
+	f, err := atomicfile.CreateTemp(dir, prefix)
+	if err != nil {
+		return nil, "", err
 	}
-	return nil, "", fmt.Errorf("dataset: no free temporary name in %s", dir)
+	return f, f.Name(), nil
 }
 
 // targetError names path, the file being written, in err instead of the
@@ -1060,28 +1055,11 @@ func targetError(path string, err error) error {
 	return err
 }
 
-// writeAtomic writes the file at path through a temporary file in the same
-// directory, synced and renamed into place. Errors name path.
+// writeAtomic writes the file at path as atomicfile.WriteFile does,
+// through a temporary file in the same directory, synced and renamed into
+// place. Errors name path.
 func writeAtomic(path string, write func(io.Writer) error) error {
-	f, tmp, err := createTemp(filepath.Dir(path), "."+filepath.Base(path))
-	if err != nil {
-		return targetError(path, err)
-	}
-	err = write(f)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return targetError(path, err)
-	}
-	return nil
+	return targetError(path, atomicfile.WriteFile(path, write))
 }
 
 // Abort stops writing and removes every file written: the shards, the

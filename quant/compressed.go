@@ -1,6 +1,7 @@
 package quant
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -9,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/internal/parallel"
 )
 
 // Strategy is the granularity of compressed-tensors' weight scales.
@@ -138,7 +140,7 @@ func DecompressWeight(q, scale safetensors.Tensor) (safetensors.Tensor, error) {
 	if err != nil {
 		return safetensors.Tensor{}, err
 	}
-	if len(scales) != 1 && len(scales) != out || !isFloat(scale.DType) {
+	if len(scales) != 1 && len(scales) != out || !quantizable(scale.DType) {
 		return safetensors.Tensor{}, fmt.Errorf("%w: scale %q: want an F32, F16 or BF16 tensor of %d or 1 values, got %v %v", ErrUnsupported, scale.Name, out, scale.DType, scale.Shape)
 	}
 	vals := make([]float32, out*in)
@@ -152,12 +154,17 @@ func DecompressWeight(q, scale safetensors.Tensor) (safetensors.Tensor, error) {
 	return safetensors.TensorFromFloat32s(q.Name, scale.DType, q.Shape, vals, safetensors.RoundNearestEven)
 }
 
-func isFloat(d safetensors.DType) bool {
+// quantizable reports whether weights of dtype d are quantized, and
+// scales of dtype d taken: F32, F16 and BF16, the float dtypes that
+// safetensors.TensorFromFloat32s writes, in which the scales and
+// decompressed weights are stored. The other floats (F64, the F8, F6 and
+// F4 types) are kept as they are.
+func quantizable(d safetensors.DType) bool {
 	return d == safetensors.F32 || d == safetensors.F16 || d == safetensors.BF16
 }
 
 func checkWeight(w safetensors.Tensor) error {
-	if !isFloat(w.DType) || len(w.Shape) != 2 {
+	if !quantizable(w.DType) || len(w.Shape) != 2 {
 		return fmt.Errorf("%w: tensor %q: want an F32, F16 or BF16 [out, in] weight, got %v %v", ErrUnsupported, w.Name, w.DType, w.Shape)
 	}
 	out, in := w.Shape[0], w.Shape[1]
@@ -532,35 +539,12 @@ func forRows(out, in int, f func(lo, hi int, buf []float32) error) error {
 	// Small blocks of rows, handed out in turn, keep the goroutines busy
 	// to the end.
 	block := max(1, min(out/(workers*8), (1<<20)/max(in, 1)))
-	var next int
-	var mu sync.Mutex
-	var first error
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			buf := make([]float32, in)
-			for {
-				mu.Lock()
-				lo := next
-				next += block
-				stop := first != nil
-				mu.Unlock()
-				if stop || lo >= out {
-					return
-				}
-				if err := safetensors.GuardFaults(func() error { return f(lo, min(lo+block, out), buf) }); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return first
+	bufs := make([][]float32, workers)
+	return parallel.For(context.Background(), (out+block-1)/block, workers, func(w, k int) error {
+		if bufs[w] == nil {
+			bufs[w] = make([]float32, in)
+		}
+		lo := k * block
+		return safetensors.GuardFaults(func() error { return f(lo, min(lo+block, out), bufs[w]) })
+	})
 }

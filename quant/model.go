@@ -16,6 +16,9 @@ import (
 	"strings"
 
 	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/internal/atomicfile"
+	"github.com/safetensors-go/safetensors/internal/pyjson"
+	"github.com/safetensors-go/safetensors/internal/regular"
 )
 
 // Version is the compressed-tensors version whose layout WriteModel writes,
@@ -164,11 +167,11 @@ func WriteModelContext(ctx context.Context, src, dst string, s Strategy) (*Summa
 			sum.Copied = append(sum.Copied, e.Name())
 		}
 	}
-	syncDir(tmp)
+	atomicfile.SyncDir(tmp)
 	if err := os.Rename(tmp, dst); err != nil {
 		return nil, err
 	}
-	syncDir(filepath.Dir(filepath.Clean(dst)))
+	atomicfile.SyncDir(filepath.Dir(filepath.Clean(dst)))
 	ok = true
 	return sum, nil
 }
@@ -234,7 +237,7 @@ func quantizeFile(ctx context.Context, in, out string, s Strategy, sum *Summary,
 		if module, ok := strings.CutSuffix(t.Name, ".weight"); ok && isHead(module) && len(t.Shape) == 2 {
 			heads[module] = true
 		}
-		if IsLinearWeight(t.Name, t.Shape) && isFloat(t.DType) {
+		if IsLinearWeight(t.Name, t.Shape) && quantizable(t.DType) {
 			specs = append(specs,
 				safetensors.TensorSpec{Name: t.Name, DType: safetensors.I8, Shape: t.Shape},
 				safetensors.TensorSpec{Name: ScaleName(t.Name), DType: t.DType, Shape: scaleShape(t.Shape, s)})
@@ -259,7 +262,7 @@ func quantizeFile(ctx context.Context, in, out string, s Strategy, sum *Summary,
 		if err != nil {
 			return 0, err
 		}
-		if !IsLinearWeight(t.Name, t.Shape) || !isFloat(t.DType) {
+		if !IsLinearWeight(t.Name, t.Shape) || !quantizable(t.DType) {
 			sum.Kept = append(sum.Kept, t.Name)
 			if err := fw.WriteTensorAt(t.Name, bytes.NewReader(t.Data)); err != nil {
 				return 0, err
@@ -346,7 +349,7 @@ func writeConfig(in, out string, s Strategy, ignore []string) error {
 		}
 	}
 	cfg["quantization_config"] = QuantizationConfig(s, ignore)
-	text, err := appendPythonJSON(nil, cfg, 0)
+	text, err := pyjson.Append(nil, cfg, 0)
 	if err != nil {
 		return err
 	}
@@ -370,7 +373,7 @@ func decodeObject(data []byte) (map[string]any, error) {
 // and total size, as transformers writes one (sorted keys, two-space
 // indent, a final newline), keeping the other metadata.
 func writeIndex(in, out string, weightMap map[string]any, total uint64) error {
-	data, err := os.ReadFile(in)
+	data, err := readRegular(in)
 	if err != nil {
 		return err
 	}
@@ -385,7 +388,7 @@ func writeIndex(in, out string, weightMap map[string]any, total uint64) error {
 	meta["total_size"] = json.Number(fmt.Sprint(total))
 	idx["metadata"] = meta
 	idx["weight_map"] = weightMap
-	text, err := appendPythonJSON(nil, idx, 0)
+	text, err := pyjson.Append(nil, idx, 0)
 	if err != nil {
 		return err
 	}
@@ -410,16 +413,15 @@ func copyFile(src, dst string) error {
 }
 
 // readRegular reads the file at path, refusing one that is not a regular
-// file (a FIFO would block the read).
+// file (a FIFO would block the read) with an error wrapping
+// safetensors.ErrNotRegular.
 func readRegular(path string) ([]byte, error) {
-	info, err := os.Stat(path)
-	if err != nil {
-		return nil, err
+	data, err := regular.ReadFile(os.OpenFile, path)
+	var nr *regular.NotRegularError
+	if errors.As(err, &nr) {
+		return nil, fmt.Errorf("quant: %s: %w (mode %v)", path, safetensors.ErrNotRegular, nr.Mode)
 	}
-	if !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("quant: %s: %w (mode %v)", path, safetensors.ErrNotRegular, info.Mode())
-	}
-	return os.ReadFile(path)
+	return data, err
 }
 
 // writeFileSync writes data to a new file at path and syncs it, so that
@@ -454,14 +456,5 @@ func mkdirTemp(dir, prefix string) (string, error) {
 		if !errors.Is(err, fs.ErrExist) {
 			return name, err
 		}
-	}
-}
-
-// syncDir syncs the directory dir, so that the names in it are on disk,
-// where the system allows it.
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
 	}
 }

@@ -16,11 +16,14 @@
 package quant
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
 	"runtime"
 	"sync"
+
+	"github.com/safetensors-go/safetensors/internal/parallel"
 )
 
 // ErrNotFinite is returned for a tensor holding NaN or ±Inf, which has no
@@ -115,15 +118,10 @@ func parts(n int, f func(lo, hi int)) {
 		f(0, n)
 		return
 	}
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			f(n*w/workers, n*(w+1)/workers)
-		}()
-	}
-	wg.Wait()
+	parallel.For(context.Background(), workers, workers, func(_, w int) error {
+		f(n*w/workers, n*(w+1)/workers)
+		return nil
+	})
 }
 
 // Dequantize appends q times scale, in float32, to dst and returns the

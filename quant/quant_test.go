@@ -135,35 +135,6 @@ func TestCompressWeightParallel(t *testing.T) {
 	}
 }
 
-func TestPythonJSON(t *testing.T) {
-	// The expected texts are Python's: json.dumps(json.loads(s)) and
-	// json.dumps(v, indent=2, sort_keys=True).
-	for in, want := range map[string]string{
-		"1e-5": "1e-05", "10000.0": "10000.0", "1e16": "1e+16", "1e15": "1000000000000000.0",
-		"0.0001": "0.0001", "0.00001": "1e-05", "1.5e-7": "1.5e-07", "0.02": "0.02", "-0.0": "-0.0",
-		"1E22": "1e+22", "123456789.123": "123456789.123", "1e400": "Infinity", "5": "5", "-0": "0",
-		"12345678901234567890": "12345678901234567890", "2.5e-5": "2.5e-05",
-	} {
-		got, err := appendPythonNumber(nil, in)
-		require.NoError(t, err)
-		assert.Equal(t, want, string(got), in)
-	}
-	v, err := decodeObject([]byte(`{"b":[1,{"x":[]}],"a":{},"é😀\n":"\u0001\u007f"}`))
-	require.NoError(t, err)
-	got, err := appendPythonJSON(nil, v, 0)
-	require.NoError(t, err)
-	assert.Equal(t, `{
-  "a": {},
-  "b": [
-    1,
-    {
-      "x": []
-    }
-  ],
-  "\u00e9\ud83d\ude00\n": "\u0001\u007f"
-}`, string(got))
-}
-
 // tinyModel writes a Llama-shaped model directory: embeddings, two blocks
 // of attention and MLP projections with norms, a final norm, lm_head.
 func tinyModel(t *testing.T, dir string) []safetensors.Tensor {

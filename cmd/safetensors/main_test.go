@@ -354,6 +354,21 @@ func TestValidate(t *testing.T) {
 	status, _, _ = runCmd("validate", "--values", tinyModel)
 	assert.Equal(t, exitOK, status)
 
+	// An F8_E8M0 scale holding 0xff, NaN: validate --values, check and
+	// stats say so alike.
+	require.NoError(t, safetensors.WriteFile(path, []safetensors.Tensor{
+		{Name: "scale", DType: safetensors.F8_E8M0, Shape: []uint64{2}, Data: []byte{0x7f, 0xff}},
+	}, nil))
+	status, stdout, _ = runCmd("validate", "--values", path)
+	assert.Equal(t, exitFail, status)
+	assert.Contains(t, stdout, path+": tensor scale: 1 NaN, 0 Inf of 2 values\n")
+	status, stdout, _ = runCmd("check", path)
+	assert.Equal(t, exitFail, status, stdout)
+	assert.Contains(t, stdout, "NaN")
+	status, stdout, _ = runCmd("stats", path)
+	assert.Equal(t, exitOK, status)
+	assert.Regexp(t, `scale +F8_E8M0 +2 +1 +1 +1 +0 +1 +0\n`, stdout)
+
 	status, stdout, _ = runCmd("validate", "no-such-file.safetensors", t.TempDir())
 	assert.Equal(t, exitFail, status)
 	assert.Regexp(t, `^no-such-file.safetensors: error: .*\n.*: invalid: .*no model\.safetensors, model\.safetensors\.index\.json, nor any \*\.safetensors file`, stdout)

@@ -104,7 +104,7 @@ func validate(w io.Writer, name string, values bool) bool {
 	}
 	clean := true
 	for _, info := range sum.Tensors {
-		if !isFloat(info.dtype) {
+		if !info.dtype.HasNaN() {
 			continue
 		}
 		t, err := src.Tensor(info.Name)
@@ -135,17 +135,6 @@ func formatError(err error) bool {
 		if errors.Is(err, e) {
 			return true
 		}
-	}
-	return false
-}
-
-// isFloat reports whether d is a floating-point dtype whose values can be
-// NaN or infinite.
-func isFloat(d safetensors.DType) bool {
-	switch d {
-	case safetensors.F64, safetensors.F32, safetensors.F16, safetensors.BF16,
-		safetensors.F8_E4M3, safetensors.F8_E5M2, safetensors.F8_E4M3FNUZ, safetensors.F8_E5M2FNUZ, safetensors.F8_E8M0:
-		return true
 	}
 	return false
 }

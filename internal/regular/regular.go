@@ -1,11 +1,12 @@
 // Package regular opens files that must be regular files, refusing a FIFO,
 // a device, a directory or a socket before reading a byte, and without
-// waiting for a FIFO's writer. The core package, the dataset package and
-// the command open their inputs with it.
+// waiting for a FIFO's writer. The core package, the dataset and quant
+// packages and the command open their inputs with it.
 package regular
 
 import (
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 )
@@ -46,4 +47,16 @@ func Open(open OpenFunc, name string) (*os.File, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+// ReadFile reads the whole file name, opened with Open: a file that is
+// not regular is refused with a *NotRegularError before a byte is read,
+// without waiting for a FIFO's writer.
+func ReadFile(open OpenFunc, name string) ([]byte, error) {
+	f, err := Open(open, name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
 }

@@ -38,3 +38,24 @@ func TestOpen(t *testing.T) {
 	assert.True(t, nr.Mode.IsDir())
 	assert.Contains(t, err.Error(), "not a regular file (mode d")
 }
+
+func TestReadFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f")
+	want := make([]byte, 3000) // more than one read of io.ReadAll's first buffer
+	for i := range want {
+		want[i] = byte(i)
+	}
+	require.NoError(t, os.WriteFile(path, want, 0o644))
+	got, err := ReadFile(os.OpenFile, path)
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+
+	_, err = ReadFile(os.OpenFile, filepath.Join(dir, "missing"))
+	assert.ErrorIs(t, err, os.ErrNotExist)
+	got, err = ReadFile(os.OpenFile, dir)
+	assert.Nil(t, got)
+	var nr *NotRegularError
+	require.True(t, errors.As(err, &nr), "%v", err)
+	assert.True(t, nr.Mode.IsDir())
+}

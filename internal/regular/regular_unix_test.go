@@ -21,18 +21,20 @@ func TestOpenFIFO(t *testing.T) {
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "fifo")
 	require.NoError(t, syscall.Mkfifo(fifo, 0o644))
-	done := make(chan error, 1)
-	go func() {
-		_, err := Open(os.OpenFile, fifo)
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		var nr *NotRegularError
-		require.True(t, errors.As(err, &nr), "%v", err)
-		assert.Equal(t, os.ModeNamedPipe, nr.Mode.Type())
-	case <-time.After(10 * time.Second):
-		t.Fatal("Open of a FIFO blocked")
+	for name, open := range map[string]func() error{
+		"Open":     func() error { _, err := Open(os.OpenFile, fifo); return err },
+		"ReadFile": func() error { _, err := ReadFile(os.OpenFile, fifo); return err },
+	} {
+		done := make(chan error, 1)
+		go func() { done <- open() }()
+		select {
+		case err := <-done:
+			var nr *NotRegularError
+			require.True(t, errors.As(err, &nr), "%s: %v", name, err)
+			assert.Equal(t, os.ModeNamedPipe, nr.Mode.Type())
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s of a FIFO blocked", name)
+		}
 	}
 
 	path := filepath.Join(dir, "f")

@@ -1,4 +1,8 @@
-package quant
+// Package pyjson writes JSON as Python's json module writes it, for the
+// files that Python tools write and that are compared byte for byte with
+// theirs: the index of a sharded checkpoint (transformers' save_pretrained)
+// and the config.json of a quantized model (compressed-tensors).
+package pyjson
 
 import (
 	"bytes"
@@ -8,24 +12,27 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf16"
 )
 
-// appendPythonJSON appends v, a value decoded by encoding/json with
+// Append appends v, a value decoded by encoding/json with
 // UseNumber, as Python's json.dump(v, f, indent=2, sort_keys=True) writes
 // it: what compressed-tensors' update_config writes config.json with.
 // Numbers with a fraction or an exponent are Python floats and printed as
 // repr prints them; the others are ints and kept as written.
-func appendPythonJSON(dst []byte, v any, indent int) ([]byte, error) {
+//
+// indent is the indentation of the line v starts on, 0 for a whole file.
+// A value of any other type than encoding/json gives (with UseNumber) is
+// an error.
+func Append(dst []byte, v any, indent int) ([]byte, error) {
 	switch v := v.(type) {
 	case nil:
 		return append(dst, "null"...), nil
 	case bool:
 		return strconv.AppendBool(dst, v), nil
 	case string:
-		return appendPythonString(dst, v), nil
+		return AppendString(dst, v), nil
 	case json.Number:
-		return appendPythonNumber(dst, string(v))
+		return appendNumber(dst, string(v))
 	case []any:
 		if len(v) == 0 {
 			return append(dst, "[]"...), nil
@@ -37,7 +44,7 @@ func appendPythonJSON(dst []byte, v any, indent int) ([]byte, error) {
 			}
 			dst = newline(dst, indent+2)
 			var err error
-			if dst, err = appendPythonJSON(dst, e, indent+2); err != nil {
+			if dst, err = Append(dst, e, indent+2); err != nil {
 				return nil, err
 			}
 		}
@@ -57,16 +64,16 @@ func appendPythonJSON(dst []byte, v any, indent int) ([]byte, error) {
 				dst = append(dst, ',')
 			}
 			dst = newline(dst, indent+2)
-			dst = appendPythonString(dst, k)
+			dst = AppendString(dst, k)
 			dst = append(dst, ": "...)
 			var err error
-			if dst, err = appendPythonJSON(dst, v[k], indent+2); err != nil {
+			if dst, err = Append(dst, v[k], indent+2); err != nil {
 				return nil, err
 			}
 		}
 		return append(newline(dst, indent), '}'), nil
 	}
-	return nil, fmt.Errorf("quant: no JSON for %T", v)
+	return nil, fmt.Errorf("pyjson: no JSON for %T", v)
 }
 
 func newline(dst []byte, indent int) []byte {
@@ -74,45 +81,47 @@ func newline(dst []byte, indent int) []byte {
 	return append(dst, bytes.Repeat([]byte{' '}, indent)...)
 }
 
-// appendPythonString appends s quoted as json.dumps quotes it with
-// ensure_ascii: non-ASCII as \uXXXX escapes (surrogate pairs beyond the
-// BMP).
-func appendPythonString(dst []byte, s string) []byte {
+// AppendString appends s quoted as Python's json.dumps quotes it by default
+// (ensure_ascii): \" \\ \b \f \n \r \t, other characters outside the
+// printable ASCII range as \u escapes in lowercase hexadecimal, those
+// beyond the Basic Multilingual Plane as surrogate pairs. A byte of s that
+// is not valid UTF-8 is written as U+FFFD, \ufffd.
+func AppendString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	u := func(dst []byte, r rune) []byte {
+		return append(dst, '\\', 'u', hex[r>>12&15], hex[r>>8&15], hex[r>>4&15], hex[r&15])
+	}
 	dst = append(dst, '"')
 	for _, r := range s {
-		switch r {
-		case '"':
-			dst = append(dst, `\"`...)
-		case '\\':
-			dst = append(dst, `\\`...)
-		case '\n':
-			dst = append(dst, `\n`...)
-		case '\r':
-			dst = append(dst, `\r`...)
-		case '\t':
-			dst = append(dst, `\t`...)
-		case '\b':
+		switch {
+		case r == '"' || r == '\\':
+			dst = append(dst, '\\', byte(r))
+		case r == '\b':
 			dst = append(dst, `\b`...)
-		case '\f':
+		case r == '\f':
 			dst = append(dst, `\f`...)
+		case r == '\n':
+			dst = append(dst, `\n`...)
+		case r == '\r':
+			dst = append(dst, `\r`...)
+		case r == '\t':
+			dst = append(dst, `\t`...)
+		case r >= ' ' && r <= '~':
+			dst = append(dst, byte(r))
+		case r > 0xffff:
+			r -= 0x10000
+			dst = u(dst, 0xd800+r>>10)
+			dst = u(dst, 0xdc00+r&0x3ff)
 		default:
-			switch {
-			case r < 0x20 || r >= 0x7f && r < 0x10000:
-				dst = fmt.Appendf(dst, `\u%04x`, r)
-			case r >= 0x10000:
-				a, b := utf16.EncodeRune(r)
-				dst = fmt.Appendf(dst, `\u%04x\u%04x`, a, b)
-			default:
-				dst = append(dst, byte(r))
-			}
+			dst = u(dst, r)
 		}
 	}
 	return append(dst, '"')
 }
 
-// appendPythonNumber appends the JSON number n as Python prints what
+// appendNumber appends the JSON number n as Python prints what
 // json.load made of it.
-func appendPythonNumber(dst []byte, n string) ([]byte, error) {
+func appendNumber(dst []byte, n string) ([]byte, error) {
 	if !strings.ContainsAny(n, ".eE") {
 		if n == "-0" {
 			n = "0"
@@ -123,14 +132,14 @@ func appendPythonNumber(dst []byte, n string) ([]byte, error) {
 	if err != nil && !math.IsInf(f, 0) {
 		return nil, err
 	}
-	return appendPythonFloat(dst, f), nil
+	return appendFloat(dst, f), nil
 }
 
-// appendPythonFloat appends repr(f): the shortest digits that read back as
+// appendFloat appends repr(f): the shortest digits that read back as
 // f, in positional notation when the exponent is in [-4, 16), with ".0"
 // for integers, and in scientific notation with a two-digit exponent
 // otherwise.
-func appendPythonFloat(dst []byte, f float64) []byte {
+func appendFloat(dst []byte, f float64) []byte {
 	switch {
 	case math.IsInf(f, 1):
 		return append(dst, "Infinity"...)

@@ -1,0 +1,80 @@
+// Package parallel runs a bounded number of goroutines over a range of
+// work items: the one shape of parallel work in this module, where the
+// core, check and quant each had their own worker pool.
+package parallel
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
+
+// For calls f(worker, i) for each i in [0, n), from at most workers
+// goroutines at once (GOMAXPROCS when workers <= 0), handing the indices
+// out in increasing order as goroutines become free, so that items of
+// uneven cost keep every goroutine busy to the end. worker, in [0,
+// workers), tells which goroutine makes the call, so that f can keep
+// per-goroutine state (a buffer) in a slice indexed by it; no two calls
+// with the same worker run at once. With one worker, or n of 1, f runs on
+// the calling goroutine.
+//
+// The first error f returns, or context.Cause(ctx) once ctx is done,
+// stops the work: no more indices are handed out, the calls under way finish, and
+// For returns that error. Otherwise it returns nil after every call has
+// returned. A panic in f is not recovered.
+func For(ctx context.Context, n, workers int, f func(worker, i int) error) error {
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	workers = min(workers, n)
+	done := ctx.Done()
+	if workers <= 1 {
+		for i := range n {
+			select {
+			case <-done:
+				return context.Cause(ctx)
+			default:
+			}
+			if err := f(0, i); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var (
+		next  atomic.Int64
+		stop  atomic.Bool
+		once  sync.Once
+		first error
+		wg    sync.WaitGroup
+	)
+	fail := func(err error) {
+		once.Do(func() { first = err })
+		stop.Store(true)
+	}
+	wg.Add(workers)
+	for w := range workers {
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				select {
+				case <-done:
+					fail(context.Cause(ctx))
+					return
+				default:
+				}
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				if err := f(w, i); err != nil {
+					fail(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}

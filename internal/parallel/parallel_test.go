@@ -1,0 +1,103 @@
+package parallel
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestForEveryIndexOnce: each index is handed out once, with workers
+// goroutines at work at once and never more, each worker number in use by
+// one call at a time.
+func TestForEveryIndexOnce(t *testing.T) {
+	const n, workers = 1000, 3
+	calls := make([]atomic.Int32, n)
+	var busy [workers]atomic.Bool
+	var active, most atomic.Int32
+	var barrier sync.WaitGroup
+	barrier.Add(workers)
+	err := For(context.Background(), n, workers, func(w, i int) error {
+		if !busy[w].CompareAndSwap(false, true) {
+			return errors.New("two calls with one worker number")
+		}
+		defer busy[w].Store(false)
+		a := active.Add(1)
+		defer active.Add(-1)
+		for m := most.Load(); a > m && !most.CompareAndSwap(m, a); m = most.Load() {
+		}
+		if i < workers {
+			// The first items go to distinct goroutines, each blocked
+			// here until all of them are: workers run at once.
+			barrier.Done()
+			barrier.Wait()
+		}
+		calls[i].Add(1)
+		return nil
+	})
+	require.NoError(t, err)
+	for i := range calls {
+		assert.Equal(t, int32(1), calls[i].Load(), "index %d", i)
+	}
+	assert.Equal(t, int32(workers), most.Load())
+}
+
+func TestForSequential(t *testing.T) {
+	var order []int
+	require.NoError(t, For(context.Background(), 5, 1, func(w, i int) error {
+		assert.Zero(t, w)
+		order = append(order, i)
+		return nil
+	}))
+	assert.Equal(t, []int{0, 1, 2, 3, 4}, order)
+	require.NoError(t, For(context.Background(), 0, 4, func(int, int) error { panic("no items") }))
+}
+
+// TestForFirstError: the first error stops the work and is returned.
+func TestForFirstError(t *testing.T) {
+	boom := errors.New("boom")
+	for _, workers := range []int{1, 4} {
+		const n = 1 << 20
+		var calls atomic.Int64
+		err := For(context.Background(), n, workers, func(_, i int) error {
+			calls.Add(1)
+			if i == 3 {
+				return boom
+			}
+			return nil
+		})
+		assert.Same(t, boom, err)
+		if workers == 1 {
+			assert.Equal(t, int64(4), calls.Load())
+		} else {
+			assert.Less(t, calls.Load(), int64(n), "no more items after the error")
+		}
+	}
+}
+
+// TestForCancel: a cancelled context stops the work with its cause.
+func TestForCancel(t *testing.T) {
+	cause := errors.New("stop")
+	for _, workers := range []int{1, 4} {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		var calls atomic.Int64
+		err := For(ctx, 1<<20, workers, func(_, i int) error {
+			if calls.Add(1) == 10 {
+				cancel(cause)
+			}
+			return nil
+		})
+		assert.Same(t, cause, err, "workers %d", workers)
+		if workers == 1 {
+			assert.Equal(t, int64(10), calls.Load())
+		}
+		ctx, cancel = context.WithCancelCause(context.Background())
+		cancel(cause)
+		err = For(ctx, 10, workers, func(int, int) error { return errors.New("called") })
+		assert.Same(t, cause, err, "a done context calls nothing")
+	}
+}
