@@ -27,7 +27,7 @@ func TestOpenModelInputs(t *testing.T) {
 
 	for _, tt := range []struct {
 		name, path, dir, file string
-		sharded              bool
+		sharded               bool
 	}{
 		{"file", filepath.Join(single, modelFile), single, filepath.Join(single, modelFile), false},
 		{"directory with model.safetensors", single, single, filepath.Join(single, modelFile), false},
