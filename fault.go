@@ -2,6 +2,8 @@ package safetensors
 
 import (
 	"errors"
+	"fmt"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"sync"
@@ -13,7 +15,9 @@ import (
 // gone because the file was truncated (or, on some systems, removed) while
 // it was mapped: by Stats, Float32s, AppendFloat32s, Values, Write and
 // WriteFile, which read a tensor's Data. The error names the file and the
-// offset of the missing bytes. Where a function of this package reads
+// offset of the missing bytes (on linux/s390x, that of their page, which is
+// all its kernel reports; under an emulator that reports no usable address,
+// such as qemu-user for s390x, the file's new size instead). Where a function of this package reads
 // mapped memory, it makes the system's fault (SIGBUS) a Go panic with
 // runtime/debug.SetPanicOnFault, for its own goroutine only, and turns it
 // into this error; code that reads a tensor's Data itself can do the same,
@@ -113,16 +117,50 @@ func recoverFault(old faultGuard, r any, name string) error {
 	}
 	if re, ok := r.(runtime.Error); ok {
 		if a, ok := re.(interface{ Addr() uintptr }); ok {
-			if mf, ok := mappedAt(a.Addr()); ok {
+			if msg, ok := faultMessage(a.Addr()); ok {
 				if name == "" {
-					return errorf(ErrFileChanged, "%s: the bytes at file offset %d are gone", mf.path, a.Addr()-mf.start)
+					return errorf(ErrFileChanged, "%s", msg)
 				}
-				return tensorErrorf(name, ErrFileChanged, "%s: the bytes at file offset %d are gone", mf.path, a.Addr()-mf.start)
+				return tensorErrorf(name, ErrFileChanged, "%s", msg)
 			}
 		}
 	}
 	panic(r)
 }
+
+// faultMessage says which mapped file lost the bytes at addr, the address
+// of a fault, and reports whether one did. The address is exact on Linux
+// (amd64, arm64, 386), macOS and Windows; on linux/s390x the kernel gives
+// only the page of the fault (the translation-exception address, whose low
+// 12 bits it clears), which still lies in the mapping. Where the address
+// lies in no mapping (qemu-user's s390x emulation gives one whose two
+// 32-bit halves are swapped, and other emulators may give another), the
+// file is found by its size instead: a mapped file now shorter than its
+// mapping is one whose missing pages fault.
+func faultMessage(addr uintptr) (string, bool) {
+	if mf, ok := mappedAt(addr); ok {
+		return fmt.Sprintf("%s: the bytes at file offset %d are gone", mf.path, addr-mf.start), true
+	}
+	if addr < minFaultAddr {
+		return "", false // a nil pointer, not a mapping
+	}
+	mappings.Lock()
+	defer mappings.Unlock()
+	for _, mf := range mappings.m {
+		info, err := os.Stat(mf.path)
+		if err != nil {
+			continue // removed: its pages stay until unmapped
+		}
+		if size := uint64(info.Size()); size < uint64(mf.end-mf.start) {
+			return fmt.Sprintf("%s: the file is now %d bytes, %d were mapped: the bytes past offset %d are gone", mf.path, size, mf.end-mf.start, size), true
+		}
+	}
+	return "", false
+}
+
+// minFaultAddr is where faults stop being nil pointer dereferences: the
+// runtime treats a fault below it as one.
+const minFaultAddr = 0x1000
 
 // GuardFaults calls fn and returns its error. If fn, on the calling
 // goroutine, touches memory of a file mapped by Open that is gone because
@@ -132,6 +170,15 @@ func recoverFault(old faultGuard, r any, name string) error {
 // are not guarded: each calls GuardFaults itself. While no file is mapped it
 // costs one atomic load. It is for code that reads a tensor's Data itself;
 // the package's own functions guard themselves.
+//
+// It does so on Linux (amd64, arm64, 386 and s390x, natively or under
+// qemu-user), macOS and the other Unix systems, where the fault is SIGBUS,
+// and on Windows, where it is EXCEPTION_IN_PAGE_ERROR; Windows refuses to
+// truncate a file while it is mapped, so there the fault comes only from a
+// file whose storage fails, such as one on a network share that goes away,
+// which has not shrunk: it is reported when its address is exact, as
+// Windows gives it. On js, wasip1 and plan9 Open maps nothing, and nothing
+// faults.
 func GuardFaults(fn func() error) (err error) {
 	old := guardFaults()
 	defer func() {

@@ -3,11 +3,13 @@
 package safetensors
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"runtime/debug"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -110,4 +112,28 @@ func TestFaultNotOurs(t *testing.T) {
 		var p *Tensor
 		_ = p.Name
 	})
+}
+
+// TestFaultAddressElsewhere checks the guard where the system reports a
+// fault at an address outside the mapping, as qemu-user's s390x emulation
+// does: the mapped file that shrank is the one named, and with none shrunk
+// the fault is not ours.
+func TestFaultAddressElsewhere(t *testing.T) {
+	elsewhere := uintptr(unsafe.Pointer(new([64]byte)))
+	r, path := truncatedReader(t)
+	msg, ok := faultMessage(elsewhere)
+	require.True(t, ok, "a truncated mapped file explains the fault")
+	assert.Contains(t, msg, path)
+	assert.Contains(t, msg, fmt.Sprintf("past offset %d", r.Header().DataOffset()))
+	_, ok = faultMessage(8)
+	assert.False(t, ok, "a nil pointer's fault is not a truncation")
+
+	require.NoError(t, r.Close())
+	other := filepath.Join(t.TempDir(), "other.safetensors")
+	require.NoError(t, WriteFile(other, []Tensor{{Name: "x", DType: U8, Shape: []uint64{1}, Data: []byte{1}}}, nil))
+	r2, err := Open(other)
+	require.NoError(t, err)
+	defer r2.Close()
+	_, ok = faultMessage(elsewhere)
+	assert.False(t, ok, "no mapped file shrank")
 }

@@ -213,7 +213,7 @@ func TestOpenConcurrent(t *testing.T) {
 				var sum uint64
 				switch tensor.DType {
 				case BF16:
-					v, err := View[uint16](tensor)
+					v, err := Values[uint16](tensor, nil)
 					if err != nil {
 						failures.Add(1)
 					}

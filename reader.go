@@ -268,6 +268,12 @@ func openFile(f *os.File, path string, cfg *readConfig) (*Reader, error) {
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	r := &Reader{h: h, name: path}
+	if cfg.readAtLarge && !cfg.readAll && uint64(size) > maxMapped {
+		// It cannot be mapped: read it through the file, which the Reader
+		// now owns (see closeUnlessKept).
+		r.ra, r.base, r.release = f, int64(h.DataOffset()), f.Close
+		return r, nil
+	}
 	if cfg.readAll || !mmapSupported {
 		if h.DataLen() > maxInt {
 			return nil, &os.PathError{Op: "open", Path: path, Err: errTooLarge(size)}
@@ -302,6 +308,18 @@ func openFile(f *os.File, path string, cfg *readConfig) (*Reader, error) {
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	return r, nil
+}
+
+// maxMapped is the size of the largest file that OpenModel maps: what fits
+// in the address space. Tests lower it.
+var maxMapped = maxInt
+
+// closeUnlessKept closes f, the file that openFile was given, unless r
+// reads through it and so owns it.
+func closeUnlessKept(f *os.File, r *Reader) {
+	if r == nil || r.ra != io.ReaderAt(f) {
+		f.Close()
+	}
 }
 
 // testHookOpened, when set by a test, runs in Open between reading or

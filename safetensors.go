@@ -103,6 +103,10 @@ type ReadOption func(*readConfig) error
 type readConfig struct {
 	strict  bool
 	readAll bool
+	// readAtLarge makes a file too large for the address space a Reader
+	// that reads through the file (NewReaderAt) rather than an error; set
+	// by OpenModel only.
+	readAtLarge bool
 
 	// into is ReadInto's buffer, if hasInto; used counts its bytes given
 	// to data sections so far (shards open at once, hence mu).

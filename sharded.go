@@ -56,6 +56,7 @@ type Sharded struct {
 	shards    []*Reader         // parallel to files
 	where     map[string]int    // tensor name → index in shards; nil for a single file
 	names     []string          // sorted; nil for a single file
+	unlisted  []string          // tensors the shards hold and the index does not list, sorted
 }
 
 // OpenIndex opens a model's checkpoint as transformers finds it: path is a
@@ -101,6 +102,12 @@ func OpenIndex(path string, opts ...ReadOption) (*Sharded, error) {
 	if err != nil {
 		return nil, err
 	}
+	return openCheckpoint(path, isIndex, cfg)
+}
+
+// openCheckpoint opens the checkpoint whose file findCheckpoint found: a
+// safetensors file, or an index. Its result and error are OpenIndex's.
+func openCheckpoint(path string, isIndex bool, cfg *readConfig) (*Sharded, error) {
 	if !isIndex {
 		return openSingle(path, cfg)
 	}
@@ -146,8 +153,8 @@ func openSingle(path string, cfg *readConfig) (*Sharded, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	r, err := openFile(f, path, cfg)
+	closeUnlessKept(f, r)
 	if err != nil {
 		return nil, err
 	}
@@ -273,12 +280,16 @@ func NewSharded(name string, index []byte, open func(shard string) (*Reader, err
 	}
 	if len(unlisted) > 0 {
 		slices.Sort(unlisted)
+		s.unlisted = unlisted
+		quoted := make([]string, min(len(unlisted), 5))
+		for i := range quoted {
+			quoted[i] = strconv.Quote(unlisted[i])
+		}
 		more := ""
 		if len(unlisted) > 5 {
 			more = fmt.Sprintf(" and %d more", len(unlisted)-5)
-			unlisted = unlisted[:5]
 		}
-		return s, fmt.Errorf("%w: %s: %s%s", ErrUnlistedTensor, name, strings.Join(unlisted, ", "), more)
+		return s, fmt.Errorf("%w: %s: %s%s", ErrUnlistedTensor, name, strings.Join(quoted, ", "), more)
 	}
 	return s, nil
 }
@@ -405,7 +416,7 @@ func (s *Sharded) openShards(weightMap map[string]string, open func(string) (*Re
 	}
 	for name := range s.where {
 		if _, listed := weightMap[name]; !listed {
-			unlisted = append(unlisted, strconv.Quote(name))
+			unlisted = append(unlisted, name)
 			delete(s.where, name)
 		}
 	}
@@ -421,8 +432,8 @@ func openShard(root *os.Root, prefix, file string, cfg *readConfig) (*Reader, er
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	r, err := openFile(f, file, cfg)
+	closeUnlessKept(f, r)
 	if err == nil && r.local != nil {
 		// A Loader opens the file again by this path, and checks that it
 		// is this file.

@@ -218,18 +218,18 @@ func Run(src Source, opts Options) (*Report, error) {
 	return r, nil
 }
 
-// Model checks the model at path: a safetensors file, a sharded
-// checkpoint's index, or a model directory (model.safetensors or a sharded
-// checkpoint). The config.json beside the weights is checked too, unless
+// Model checks the model at path, any input safetensors.OpenModel takes: a
+// safetensors file, a sharded checkpoint's index, or a model directory.
+// The config.json of the model's directory is checked too, unless
 // opts.Config is set, which replaces it.
 func Model(path string, opts Options) (*Report, error) {
-	src, dir, err := open(path)
+	src, err := safetensors.OpenModel(path)
 	if err != nil {
 		return nil, err
 	}
 	defer src.Close()
 	if opts.Config == nil {
-		data, err := readConfig(filepath.Join(dir, "config.json"))
+		data, err := readConfig(filepath.Join(src.Dir(), "config.json"))
 		switch {
 		case err == nil:
 			opts.Config = data
@@ -251,40 +251,6 @@ func readConfig(path string) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %s (mode %v)", safetensors.ErrNotRegular, path, info.Mode())
 	}
 	return os.ReadFile(path)
-}
-
-// closingSource is a Source to close after the check.
-type closingSource interface {
-	Source
-	Close() error
-}
-
-// open opens the model at path, and returns the directory where its
-// config.json would be. A directory or an index goes through
-// safetensors.OpenIndex, which takes a directory's model.safetensors
-// before its index, as transformers does; tensors the index does not list
-// are checked too.
-func open(path string) (closingSource, string, error) {
-	info, err := os.Stat(path)
-	if err != nil {
-		return nil, "", err
-	}
-	dir := filepath.Dir(path)
-	if info.IsDir() {
-		dir = path
-	}
-	if info.IsDir() || strings.HasSuffix(path, safetensors.IndexSuffix) {
-		sh, err := safetensors.OpenIndex(path)
-		if err != nil && !errors.Is(err, safetensors.ErrUnlistedTensor) {
-			return nil, "", err
-		}
-		return sh, dir, nil
-	}
-	r, err := safetensors.Open(path)
-	if err != nil {
-		return nil, "", err
-	}
-	return r, dir, nil
 }
 
 // info is a tensor's name, dtype and shape.

@@ -417,7 +417,7 @@ func TestFloat32s(t *testing.T) {
 		assert.Equal(t, uint16(0xc055), binary.LittleEndian.Uint16(b.Data[2:]), "-3.333 truncated is 0xc055, rounded 0xc055 too")
 		f, err := d.Tensor("k__f")
 		require.NoError(t, err)
-		got, err := safetensors.View[float32](f)
+		got, err := safetensors.Values[float32](f, nil)
 		require.NoError(t, err)
 		assert.Equal(t, vals[:2], got[:2])
 		d.Close()

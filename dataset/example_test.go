@@ -92,7 +92,10 @@ func ExampleOpen() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	v, _ := safetensors.View[float32](t)
+	v, err := safetensors.Values[float32](t, nil) // a copy on every host; View would alias the mapping where it can
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println(d.Mode(), t.Name, v)
 	for s, err := range d.Samples() {
 		if err != nil {

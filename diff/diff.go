@@ -7,10 +7,8 @@ package diff
 
 import (
 	"bytes"
-	"errors"
 	"maps"
 	"math"
-	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -248,8 +246,9 @@ func decode(t safetensors.Tensor, dst []float64, tmp []float32) ([]float64, []fl
 	return dst, tmp, nil
 }
 
-// Paths compares the tensors at paths a and b: safetensors files, sharded
-// checkpoints (their index or directory) or model directories. The
+// Paths compares the tensors at paths a and b, each any input that
+// safetensors.OpenModel takes: a safetensors file, a sharded checkpoint's
+// index, or a model directory (a Hugging Face cache snapshot too). The
 // metadata compared is a file's header metadata, or a checkpoint's
 // ModelMetadata, so that a sharded checkpoint and a single file of the
 // same tensors and metadata are equal.
@@ -267,30 +266,13 @@ func Paths(a, b string) (*Result, error) {
 	return Compare(sa, sb, ma, mb), nil
 }
 
-type source interface {
-	Source
-	Close() error
-}
-
-func open(path string) (source, map[string]string, error) {
-	info, err := os.Stat(path)
+// open opens the model at path, and returns its metadata.
+func open(path string) (*safetensors.Model, map[string]string, error) {
+	m, err := safetensors.OpenModel(path)
 	if err != nil {
 		return nil, nil, err
 	}
-	if info.IsDir() || strings.HasSuffix(path, safetensors.IndexSuffix) {
-		// A model directory (model.safetensors or a sharded checkpoint)
-		// or an index.
-		sh, err := safetensors.OpenIndex(path)
-		if err != nil && !errors.Is(err, safetensors.ErrUnlistedTensor) {
-			return nil, nil, err
-		}
-		return sh, ModelMetadata(sh), nil
-	}
-	r, err := safetensors.Open(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	return r, r.Metadata(), nil
+	return m, ModelMetadata(m.Sharded), nil
 }
 
 // indexBookkeeping lists the keys of an index's metadata that describe the

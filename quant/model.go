@@ -79,9 +79,13 @@ func isHead(module string) bool {
 // the top of the directory (tokenizer, generation config, ...) are copied,
 // through symbolic links, while subdirectories and special files are not.
 //
-// src is a model directory (model.safetensors, or a sharded checkpoint with
-// its index, beside config.json), or a single safetensors file, whose
-// directory's config.json is used if there is one. dst appears only when
+// src is any input of safetensors.OpenModel: a model directory
+// (model.safetensors, a sharded checkpoint with its index, or one other
+// safetensors file, beside config.json; a Hugging Face cache snapshot
+// too), a sharded checkpoint's index, or a single safetensors file; the
+// config.json of its directory is used if there is one, and the other
+// files are copied from a directory or an index's directory, not beside a
+// single file. dst appears only when
 // complete: the files are written into a temporary directory beside it,
 // renamed into place at the end, and removed on failure.
 func WriteModel(src, dst string, s Strategy) (*Summary, error) {
@@ -98,14 +102,9 @@ func WriteModelContext(ctx context.Context, src, dst string, s Strategy) (*Summa
 	if err != nil {
 		return nil, err
 	}
-	dir, files, index := src, []string(nil), ""
-	if info.IsDir() {
-		if files, index, err = modelFiles(src); err != nil {
-			return nil, err
-		}
-	} else {
-		dir = filepath.Dir(src)
-		files = []string{filepath.Base(src)}
+	dir, files, index, err := modelFiles(src)
+	if err != nil {
+		return nil, err
 	}
 	tmp, err := mkdirTemp(filepath.Dir(filepath.Clean(dst)), "."+filepath.Base(dst)+".tmp-")
 	if err != nil {
@@ -145,12 +144,12 @@ func WriteModelContext(ctx context.Context, src, dst string, s Strategy) (*Summa
 	if err := writeConfig(filepath.Join(dir, "config.json"), filepath.Join(tmp, "config.json"), s, sum.Ignore); err != nil {
 		return nil, err
 	}
-	if info.IsDir() {
+	if info.IsDir() || index != "" {
 		skip := map[string]bool{"config.json": true, index: true}
 		for _, f := range files {
 			skip[f] = true
 		}
-		entries, err := os.ReadDir(src)
+		entries, err := os.ReadDir(dir)
 		if err != nil {
 			return nil, err
 		}
@@ -158,10 +157,10 @@ func WriteModelContext(ctx context.Context, src, dst string, s Strategy) (*Summa
 			// Links are followed (the files of a Hugging Face cache
 			// snapshot are links into its blobs); directories, FIFOs
 			// and other special files are left out.
-			if skip[e.Name()] || !isFile(filepath.Join(src, e.Name())) {
+			if skip[e.Name()] || !isFile(filepath.Join(dir, e.Name())) {
 				continue
 			}
-			if err := copyFile(filepath.Join(src, e.Name()), filepath.Join(tmp, e.Name())); err != nil {
+			if err := copyFile(filepath.Join(dir, e.Name()), filepath.Join(tmp, e.Name())); err != nil {
 				return nil, err
 			}
 			sum.Copied = append(sum.Copied, e.Name())
@@ -176,43 +175,19 @@ func WriteModelContext(ctx context.Context, src, dst string, s Strategy) (*Summa
 	return sum, nil
 }
 
-// modelFiles returns the safetensors files of the model directory dir and
-// the name of its index, if it is sharded, found as safetensors.OpenIndex
-// and transformers find them: model.safetensors, else
-// model.safetensors.index.json, else the directory's one index, else its
-// one safetensors file.
-func modelFiles(dir string) (files []string, index string, err error) {
-	if isFile(filepath.Join(dir, "model.safetensors")) {
-		return []string{"model.safetensors"}, "", nil
+// modelFiles returns the directory of the model at src (any input of
+// safetensors.OpenModel), its safetensors files and the name of its index,
+// if it is sharded.
+func modelFiles(src string) (dir string, files []string, index string, err error) {
+	m, err := safetensors.OpenModel(src)
+	if err != nil {
+		return "", nil, "", err
 	}
-	if isFile(filepath.Join(dir, "model"+safetensors.IndexSuffix)) {
-		index = "model" + safetensors.IndexSuffix
-	} else {
-		indexes, _ := filepath.Glob(filepath.Join(dir, "*"+safetensors.IndexSuffix))
-		if len(indexes) > 1 {
-			return nil, "", fmt.Errorf("quant: %s has %d indexes and no model%s", dir, len(indexes), safetensors.IndexSuffix)
-		}
-		if len(indexes) == 1 {
-			index = filepath.Base(indexes[0])
-		}
+	defer m.Close()
+	if m.IsSharded() {
+		index = filepath.Base(m.File())
 	}
-	if index != "" {
-		sh, err := safetensors.OpenIndex(filepath.Join(dir, index))
-		if err != nil {
-			return nil, "", err
-		}
-		files = sh.Shards()
-		sh.Close()
-		return files, index, nil
-	}
-	matches, _ := filepath.Glob(filepath.Join(dir, "*.safetensors"))
-	switch len(matches) {
-	case 0:
-		return nil, "", fmt.Errorf("quant: %s holds no safetensors file", dir)
-	case 1:
-		return []string{filepath.Base(matches[0])}, "", nil
-	}
-	return nil, "", fmt.Errorf("quant: %s holds %d safetensors files and no model.safetensors nor index", dir, len(matches))
+	return filepath.Dir(m.File()), m.Shards(), index, nil
 }
 
 // isFile reports whether path is a regular file, following links.

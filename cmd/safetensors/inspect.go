@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -38,27 +37,16 @@ whose mode, schema and shards are listed.`+remoteHelp)
 	if isDataset(name) {
 		return inspectDataset(name, *sep, *asJSON, stdout, stderr)
 	}
-	var s summary
-	if isCheckpoint(name) {
-		sh, err := openIndex(name)
-		if errors.Is(err, safetensors.ErrUnlistedTensor) {
-			fmt.Fprintf(stderr, "safetensors inspect: warning: %s\n", errorText(err))
-		} else if err != nil {
-			fmt.Fprintf(stderr, "safetensors inspect: %s\n", errorText(err))
-			return exitFail
-		}
-		defer sh.Close()
-		s = summarizeSharded(name, sh)
-	} else {
-		r, err := openAny(name)
-		if err != nil {
-			fmt.Fprintf(stderr, "safetensors inspect: %s\n", errorText(err))
-			return exitFail
-		}
-		defer r.Close()
-		s = summarize(name, r.Header())
+	m, err := openModel(name)
+	if err != nil {
+		fmt.Fprintf(stderr, "safetensors inspect: %s\n", errorText(err))
+		return exitFail
 	}
-	var err error
+	defer m.Close()
+	if m.warning != "" {
+		fmt.Fprintf(stderr, "safetensors inspect: warning: %s\n", m.warning)
+	}
+	s := m.summary(name)
 	if *asJSON {
 		err = s.writeJSON(stdout)
 	} else {
@@ -69,14 +57,6 @@ whose mode, schema and shards are listed.`+remoteHelp)
 		return exitFail
 	}
 	return exitOK
-}
-
-// openAny opens a local file, or a remote one for an http or https URL.
-func openAny(name string) (*safetensors.Reader, error) {
-	if isURL(name) {
-		return openURL(name)
-	}
-	return safetensors.Open(name) // its errors name the file
 }
 
 // isDataset reports whether name is a directory holding a dataset
@@ -140,19 +120,6 @@ func openDataset(dir, sep string) (*dataset.Dataset, error) {
 		err = fmt.Errorf("%w (if its tensor names join key and column with another separator than %q, give it with --separator)", err, sep)
 	}
 	return d, err
-}
-
-// isCheckpoint reports whether name is a sharded checkpoint: its index
-// file, or a directory.
-func isCheckpoint(name string) bool {
-	if isURL(name) {
-		return isCheckpointURL(name)
-	}
-	if strings.HasSuffix(name, safetensors.IndexSuffix) {
-		return true
-	}
-	info, err := os.Stat(name)
-	return err == nil && info.IsDir()
 }
 
 // summary is what inspect prints, and its JSON form.

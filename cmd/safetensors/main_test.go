@@ -448,7 +448,7 @@ func TestConvert(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, tc.dtype, conv.DType)
 			assert.Equal(t, in.Shape, conv.Shape)
-			vals, err := safetensors.View[float32](in)
+			vals, err := safetensors.Values[float32](in, nil)
 			require.NoError(t, err)
 			for i, v := range vals {
 				want := safetensors.F32ToBF16(v, tc.r)

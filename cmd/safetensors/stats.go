@@ -27,53 +27,37 @@ checkpoint: its index or its directory, whose tensors are listed by name.`+remot
 		return usageError(fs, "want a FILE")
 	}
 	path, names := operands[0], operands[1:]
-	var r tensorSource
-	if isCheckpoint(path) {
-		sh, err := openIndex(path)
-		if err != nil && !errors.Is(err, safetensors.ErrUnlistedTensor) {
-			fmt.Fprintf(stderr, "safetensors stats: %s\n", errorNaming(path, err))
-			return exitFail
-		}
-		r = sh
-		if len(names) == 0 {
-			names = sh.Names()
-		}
-	} else {
-		f, err := openAny(path)
-		if err != nil {
-			fmt.Fprintf(stderr, "safetensors stats: %s\n", errorNaming(path, err))
-			return exitFail
-		}
-		r = f
-		if len(names) == 0 {
-			for _, t := range f.Header().Tensors {
-				names = append(names, t.Name)
-			}
-		}
+	m, err := openModel(path)
+	if err != nil {
+		fmt.Fprintf(stderr, "safetensors stats: %s\n", errorNaming(path, err))
+		return exitFail
 	}
-	defer r.Close()
+	defer m.Close()
+	if len(names) == 0 {
+		names = m.names()
+	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tDTYPE\tCOUNT\tMIN\tMAX\tMEAN\tSTD\tNAN\tINF")
 	status = exitOK
 	for _, name := range names {
-		t, err := r.Tensor(name)
-		if err != nil {
+		s, dtype, err := m.statsOf(name)
+		if errors.Is(err, safetensors.ErrFileChanged) || errors.Is(err, io.ErrUnexpectedEOF) {
+			tw.Flush()
+			fmt.Fprintf(stderr, "safetensors stats: %s\n", errorNaming(path, err))
+			return exitFail
+		}
+		if err != nil && dtype == 0 {
+			// Not read: no such tensor, or the file failed.
 			tw.Flush()
 			fmt.Fprintf(stderr, "safetensors stats: %s\n", errorNaming(path, err))
 			status = exitFail
 			continue
 		}
-		s, err := t.Stats()
-		if errors.Is(err, safetensors.ErrFileChanged) {
-			tw.Flush()
-			fmt.Fprintf(stderr, "safetensors stats: %v\n", err)
-			return exitFail
-		}
 		if err != nil {
-			fmt.Fprintf(tw, "%s\t%v\t-\t-\t-\t-\t-\t-\t-\n", quoteIfNeeded(name), t.DType)
+			fmt.Fprintf(tw, "%s\t%v\t-\t-\t-\t-\t-\t-\t-\n", quoteIfNeeded(name), dtype)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%v\t%d\t%s\t%s\t%s\t%s\t%d\t%d\n", quoteIfNeeded(name), t.DType, s.Count,
+		fmt.Fprintf(tw, "%s\t%v\t%d\t%s\t%s\t%s\t%s\t%d\t%d\n", quoteIfNeeded(name), dtype, s.Count,
 			number(s.Min), number(s.Max), number(s.Mean), number(s.StdDev), s.NaN, s.Inf)
 	}
 	if err := tw.Flush(); err != nil {

@@ -59,30 +59,23 @@ func validateDataset(w io.Writer, dir, sep string) bool {
 // Sharded for a checkpoint.
 type tensorSource interface {
 	Tensor(name string) (safetensors.Tensor, error)
+	TensorReader(name string) (*io.SectionReader, error)
 	Close() error
 }
 
 // validate prints the verdict on the named file or checkpoint, and reports
 // whether it is valid (and free of NaN and Inf, with values).
 func validate(w io.Writer, name string, values bool) bool {
-	var src tensorSource
+	m, err := openModel(name)
 	var sum summary // the tensors, and for a checkpoint only those its index lists
-	var err error
-	if isCheckpoint(name) {
-		var sh *safetensors.Sharded
-		sh, err = openIndex(name)
-		if errors.Is(err, safetensors.ErrUnlistedTensor) {
-			fmt.Fprintf(w, "%s: warning: %v\n", name, err)
-			err = nil
+	if err == nil {
+		if m.warning != "" {
+			fmt.Fprintf(w, "%s: warning: %s\n", name, m.warning)
 		}
-		if err == nil {
-			src, sum = sh, summarizeSharded(name, sh)
+		sum = m.summary(name)
+		if m.sharded != nil {
 			fmt.Fprintf(w, "%s: ok, %d tensors in %d shards, %d bytes of data\n", name, len(sum.Tensors), len(sum.Shards), sum.DataBytes)
-		}
-	} else {
-		var r *safetensors.Reader
-		if r, err = openAny(name); err == nil {
-			src, sum = r, summarize(name, r.Header())
+		} else {
 			fmt.Fprintf(w, "%s: ok, %d tensors, %d bytes of data\n", name, len(sum.Tensors), sum.DataBytes)
 		}
 	}
@@ -98,7 +91,7 @@ func validate(w io.Writer, name string, values bool) bool {
 		fmt.Fprintf(w, "%s: %s: %v\n", name, verdict, err)
 		return false
 	}
-	defer src.Close()
+	defer m.Close()
 	if !values {
 		return true
 	}
@@ -107,13 +100,10 @@ func validate(w io.Writer, name string, values bool) bool {
 		if !info.dtype.HasNaN() {
 			continue
 		}
-		t, err := src.Tensor(info.Name)
-		if err == nil {
-			var s safetensors.Stats
-			if s, err = t.Stats(); err == nil && s.NaN+s.Inf > 0 {
-				fmt.Fprintf(w, "%s: tensor %s: %d NaN, %d Inf of %d values\n", name, quoteIfNeeded(info.Name), s.NaN, s.Inf, s.Count)
-				clean = false
-			}
+		s, _, err := m.statsOf(info.Name)
+		if err == nil && s.NaN+s.Inf > 0 {
+			fmt.Fprintf(w, "%s: tensor %s: %d NaN, %d Inf of %d values\n", name, quoteIfNeeded(info.Name), s.NaN, s.Inf, s.Count)
+			clean = false
 		}
 		if err != nil {
 			fmt.Fprintf(w, "%s: tensor %s: %v\n", name, quoteIfNeeded(info.Name), err)

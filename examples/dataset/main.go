@@ -70,7 +70,7 @@ func run(w io.Writer, dir string) error {
 		if err != nil {
 			return err
 		}
-		label, err := safetensors.View[int64](s.Tensors[1])
+		label, err := safetensors.Values[int64](s.Tensors[1], nil)
 		if err != nil {
 			return err
 		}

@@ -39,7 +39,7 @@ func TestWrite(t *testing.T) {
 	}
 	b, err := r.Tensor("linear.bias")
 	require.NoError(t, err)
-	bias, err := safetensors.View[float32](b)
+	bias, err := safetensors.Values[float32](b, nil)
 	require.NoError(t, err)
 	assert.Equal(t, []float32{0.5, -0.25, 0, 1}, bias)
 }
