@@ -43,7 +43,7 @@ func BenchmarkDatasetKV(b *testing.B) {
 	writeDataset := func() error {
 		dir := filepath.Join(base, fmt.Sprint("ds", round))
 		defer os.RemoveAll(dir)
-		w, err := dataset.Create(dir, dataset.Options{Mode: dataset.KeyValue, Columns: cols})
+		w, err := dataset.Create(dir, dataset.KeyValue, cols)
 		if err != nil {
 			return err
 		}

@@ -162,7 +162,7 @@ func BenchmarkRemoteLoad(b *testing.B) {
 				files.ServeHTTP(w, r)
 			}))
 			defer srv.Close()
-			s, err := remote.OpenIndex(nil, srv.URL)
+			s, err := remote.OpenIndex(context.Background(), nil, srv.URL)
 			if err != nil {
 				b.Fatal(err)
 			}

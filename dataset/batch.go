@@ -72,7 +72,7 @@ func (w *Writer) batchLayout(n int) (*os.File, string, *safetensors.Header, []in
 func (w *Writer) batchAdd(values [][]byte) error {
 	b := &w.batch
 	if b.f == nil {
-		f, tmp, h, colOff, err := w.batchLayout(w.opts.BatchSize)
+		f, tmp, h, colOff, err := w.batchLayout(w.opts.batchSize)
 		if err != nil {
 			return targetError(filepath.Join(w.dir, w.peekShardName()), err)
 		}
@@ -111,7 +111,7 @@ func (w *Writer) batchFlush() error {
 	return nil
 }
 
-// batchFinish completes the shard: full, or the tail as Options.Tail says.
+// batchFinish completes the shard: full, or the tail as TailStrategy says.
 func (w *Writer) batchFinish() error {
 	b := &w.batch
 	if err := w.batchFlush(); err != nil {
@@ -119,9 +119,9 @@ func (w *Writer) batchFinish() error {
 	}
 	n := b.n
 	switch {
-	case n == w.opts.BatchSize, w.opts.Tail == TailPad:
-		n = w.opts.BatchSize
-	case w.opts.Tail == TailDrop:
+	case n == w.opts.batchSize, w.opts.tail == TailPad:
+		n = w.opts.batchSize
+	case w.opts.tail == TailDrop:
 		w.batchAbort()
 		return nil
 	default: // TailWrite: a shard of n samples, copied from the first n of each column

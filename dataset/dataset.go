@@ -13,22 +13,33 @@
 // files and _SUCCESS: Spark skips files whose names start with "_", so it
 // cannot read a single file of that name. Open reads either form.
 //
-// Samples are laid out in one of two modes:
+// Create writes a dataset and Open reads one; both take options of one type,
+// Option, each of which says whether it is for Create, for Open or for both
+// (Separator).
+//
+// Samples are laid out in one of two modes, the second argument of Create:
 //
 //   - Batch: every BatchSize samples make one shard holding one tensor per
 //     column, named after the column and shaped [n, sample shape...]; the
 //     last shard holds the rest (TailWrite, the connector's default), is
-//     dropped (TailDrop) or is padded with zero samples (TailPad). The
+//     dropped (TailDrop) or is padded with zero samples (TailPad), as
+//     TailStrategy says. The
 //     manifest's schema gives each column's dtype and the first shard's
 //     shape, batch dimension included.
 //   - KeyValue: each sample has a key and gives one tensor per column,
 //     named key + separator + column ("user42__embedding"); a shard is
-//     written once its samples reach a target size. A column without a
+//     written once its samples reach a target size (TargetShardSizeMB). A
+//     key given twice within a shard fails the dataset or replaces the
+//     first sample (DuplicatesStrategy). A column without a
 //     shape takes tensors whose shapes differ from key to key, through
 //     WriteKVTensors. The manifest's schema has an entry per tensor, with
 //     its shape, and a shard's sample count counts every sample given to
 //     it, also one that a later sample with the same key replaced. The
-//     separator is not recorded: Open takes it as an option.
+//     separator is not recorded: Create and Open take it as an option
+//     (Separator).
+//
+// Samples, which reads every value of a dataset, takes a context.Context,
+// and stops once it is done.
 //
 // # Float encoding
 //
@@ -41,7 +52,7 @@
 // subnormals) and 65536 and above become infinity. The safetensors
 // package's Truncate rounding gives the same BF16 bits (it quiets NaNs
 // too), but differs for F16: it keeps subnormals and NaN payloads.
-// Options.RoundToNearest rounds to nearest even instead, as PyTorch and
+// The RoundToNearest option rounds to nearest even instead, as PyTorch and
 // NumPy do.
 //
 // # Failures
@@ -61,13 +72,16 @@
 // (ls -a shows them) or write elsewhere.
 //
 // Open refuses a FIFO or other special file as manifest, shard or index
-// without blocking. Samples copies each sample out of the mapped shard
-// with memory faults turned into ErrShardFault, so a shard truncated by
-// another process while open gives an error, not a crash; the tensors
-// from Tensor and Batches are the mapped bytes themselves, and touching
+// without blocking. Shards are mapped by the safetensors package, and
+// Samples copies each sample out of its shard under
+// safetensors.GuardFaults, so a shard truncated by another process while
+// open gives an error wrapping ErrShardFault and safetensors.ErrFileChanged,
+// named as the safetensors package names such a fault, not a crash. The
+// tensors from Tensor and Batches are the mapped bytes themselves: touching
 // them after such a truncation faults, as the safetensors package's
-// tensors do. ReadOptions(safetensors.ReadAll()) reads shards into memory
-// instead of mapping them.
+// tensors do, unless the code that touches them runs under
+// safetensors.GuardFaults too. ReadOptions(safetensors.ReadAll()) reads
+// shards into memory instead of mapping them.
 //
 // This package is separate from the safetensors package so that programs
 // that read model files do not link the Parquet library.
@@ -89,8 +103,11 @@ const (
 )
 
 var (
-	// ErrInvalidOptions is returned by Create for options that cannot make
-	// a dataset: both modes or none, sizes out of range, unknown dtypes.
+	// ErrInvalidOptions is returned by Create and Open for options that
+	// cannot make or read a dataset: an unknown mode, no or duplicate
+	// columns, a value out of range, an unknown dtype, an option of Create
+	// given to Open or the other way round, an option of the other mode.
+	// Batches returns it for a key-value dataset.
 	ErrInvalidOptions = errors.New("dataset: invalid options")
 
 	// ErrInvalidSample is returned for a sample that does not fit the
@@ -110,9 +127,13 @@ var (
 	// dataset, or shards or temporary files that a writer left behind.
 	ErrExists = errors.New("dataset: a dataset already exists there")
 
-	// ErrShardFault is returned, naming the shard, when reading a mapped
-	// shard faults: another process truncated the file while it was open.
-	ErrShardFault = errors.New("dataset: a shard could not be read: truncated while mapped")
+	// ErrShardFault is returned by Samples, naming the shard, the sample
+	// and the tensor, when copying a sample out of a mapped shard faults
+	// because another process truncated the file while it was mapped. The
+	// error wraps safetensors.ErrFileChanged too, whose text gives the
+	// file and the offset of the missing bytes, as the safetensors
+	// package's own functions report such a fault.
+	ErrShardFault = errors.New("dataset: a mapped shard could not be read")
 )
 
 // Mode is how samples are laid out in shards.

@@ -1,6 +1,7 @@
 package dataset
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -68,7 +69,7 @@ func TestBatch(t *testing.T) {
 	} {
 		t.Run(fmt.Sprint(tc.tail), func(t *testing.T) {
 			dir := t.TempDir()
-			w, err := Create(dir, Options{Mode: Batch, Columns: testColumns, BatchSize: 4, Tail: tc.tail, TaskID: 7, Index: true})
+			w, err := Create(dir, Batch, testColumns, BatchSize(4), TailStrategy(tc.tail), TaskID(7), TensorIndex())
 			require.NoError(t, err)
 			for i := range 10 {
 				label, image := sample(i)
@@ -106,7 +107,7 @@ func TestBatch(t *testing.T) {
 			defer d.Close()
 			assert.Equal(t, Batch, d.Mode())
 			n := 0
-			for s, err := range d.Samples() {
+			for s, err := range d.Samples(context.Background()) {
 				require.NoError(t, err)
 				require.Len(t, s.Tensors, 2)
 				assert.Equal(t, "image", s.Tensors[0].Name, "columns sorted by name")
@@ -154,7 +155,11 @@ func TestKeyValue(t *testing.T) {
 	for _, index := range []bool{false, true} {
 		t.Run(fmt.Sprint("index=", index), func(t *testing.T) {
 			dir := t.TempDir()
-			w, err := Create(dir, Options{Mode: KeyValue, Columns: testColumns, Index: index})
+			var opts []Option
+			if index {
+				opts = append(opts, TensorIndex())
+			}
+			w, err := Create(dir, KeyValue, testColumns, opts...)
 			require.NoError(t, err)
 			for i := range 20 {
 				label, image := sample(i)
@@ -176,7 +181,7 @@ func TestKeyValue(t *testing.T) {
 			defer d.Close()
 			assert.Equal(t, KeyValue, d.Mode())
 			n := 0
-			for s, err := range d.Samples() {
+			for s, err := range d.Samples(context.Background()) {
 				require.NoError(t, err)
 				assert.Equal(t, fmt.Sprintf("user%02d", n), s.Key)
 				label, image := sample(n)
@@ -200,7 +205,7 @@ func TestKeyValue(t *testing.T) {
 			require.NoError(t, d.Close())
 			_, err = d.Tensor("user13__image")
 			assert.ErrorIs(t, err, safetensors.ErrClosed)
-			for _, err := range d.Samples() {
+			for _, err := range d.Samples(context.Background()) {
 				assert.ErrorIs(t, err, safetensors.ErrClosed)
 			}
 		})
@@ -216,7 +221,7 @@ func TestKeyValueRollOver(t *testing.T) {
 	}
 	dir := t.TempDir()
 	cols := []Column{{Name: "blob", DType: safetensors.U8, Shape: []uint64{1 << 20}}}
-	w, err := Create(dir, Options{Mode: KeyValue, Columns: cols, TargetShardSizeMB: 50, Index: true, Separator: "/"})
+	w, err := Create(dir, KeyValue, cols, TargetShardSizeMB(50), TensorIndex(), Separator("/"))
 	require.NoError(t, err)
 	blob := make([]byte, 1<<20)
 	for i := range 120 {
@@ -253,7 +258,7 @@ func TestDuplicates(t *testing.T) {
 
 	// DuplicatesFail fails the whole dataset, as the connector's job.
 	dir := t.TempDir()
-	w, err := Create(dir, Options{Mode: KeyValue, Columns: testColumns, TargetShardSizeMB: 50})
+	w, err := Create(dir, KeyValue, testColumns, TargetShardSizeMB(50))
 	require.NoError(t, err)
 	blob := make([]byte, 1<<20)
 	for i := range 60 { // a shard written
@@ -267,7 +272,7 @@ func TestDuplicates(t *testing.T) {
 	assert.Empty(t, files(t, dir), "nothing committed")
 
 	dir = t.TempDir()
-	w, err = Create(dir, Options{Mode: KeyValue, Columns: testColumns, Duplicates: DuplicatesLastWins})
+	w, err = Create(dir, KeyValue, testColumns, DuplicatesStrategy(DuplicatesLastWins))
 	require.NoError(t, err)
 	require.NoError(t, w.WriteKV("a", label, image))
 	require.NoError(t, w.WriteKV("b", label, image))
@@ -282,7 +287,7 @@ func TestDuplicates(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, image2, got.Data, "the last one wins")
 	var keys []string
-	for smp, err := range d.Samples() {
+	for smp, err := range d.Samples(context.Background()) {
 		require.NoError(t, err)
 		keys = append(keys, smp.Key)
 	}
@@ -299,7 +304,11 @@ func TestDuplicateAfterRollOver(t *testing.T) {
 	cols := []Column{{Name: "blob", DType: safetensors.U8, Shape: []uint64{30 << 20}}}
 	for _, index := range []bool{true, false} {
 		dir := t.TempDir()
-		w, err := Create(dir, Options{Mode: KeyValue, Columns: cols, TargetShardSizeMB: 50, Index: index})
+		opts := []Option{TargetShardSizeMB(50)}
+		if index {
+			opts = append(opts, TensorIndex())
+		}
+		w, err := Create(dir, KeyValue, cols, opts...)
 		require.NoError(t, err)
 		blob := make([]byte, 30<<20)
 		require.NoError(t, w.WriteKV("a", blob))
@@ -320,31 +329,47 @@ func TestDuplicateAfterRollOver(t *testing.T) {
 }
 
 func TestOptions(t *testing.T) {
-	for _, o := range []Options{
+	for i, c := range []struct {
+		mode Mode
+		cols []Column
+		opts []Option
+	}{
 		{},
-		{Mode: Batch, Columns: testColumns},
-		{Mode: Batch, Columns: testColumns, BatchSize: 4, Separator: "/"},
-		{Mode: Batch, Columns: testColumns, BatchSize: 4, Tail: 9},
-		{Mode: KeyValue, Columns: testColumns, BatchSize: 4},
-		{Mode: KeyValue, Columns: testColumns, TargetShardSizeMB: 49},
-		{Mode: KeyValue, Columns: testColumns, TargetShardSizeMB: 1001},
-		{Mode: KeyValue, Columns: testColumns, Duplicates: 5},
-		{Mode: KeyValue},
-		{Mode: KeyValue, Columns: []Column{{Name: "a", DType: safetensors.F32}, {Name: "a", DType: safetensors.F32}}},
-		{Mode: KeyValue, Columns: []Column{{Name: "", DType: safetensors.F32}}},
-		{Mode: KeyValue, Columns: []Column{{Name: "a", DType: safetensors.F8_E4M3}}},
-		{Mode: KeyValue, Columns: []Column{{Name: "a", DType: safetensors.F32, Shape: []uint64{1 << 31}}}},
-		{Mode: KeyValue, Columns: testColumns, TaskID: 100000},
-		{Mode: KeyValue, Columns: testColumns, Separator: "/", EmptySeparator: true},
-		{Mode: Batch, Columns: testColumns, BatchSize: 4, EmptySeparator: true},
-		{Mode: Batch, Columns: testColumns, BatchSize: 1 << 26}, // shards of 2 GiB
-		{Mode: KeyValue, Columns: []Column{{Name: "a", DType: safetensors.U8, Shape: []uint64{600 << 20}}}},
+		{Batch, testColumns, nil},
+		{Batch, testColumns, []Option{BatchSize(4), Separator("/")}},
+		{Batch, testColumns, []Option{BatchSize(4), TailStrategy(9)}},
+		{Batch, testColumns, []Option{BatchSize(0)}},
+		{KeyValue, testColumns, []Option{BatchSize(4)}},
+		{KeyValue, testColumns, []Option{TailStrategy(TailWrite)}},
+		{KeyValue, testColumns, []Option{TargetShardSizeMB(49)}},
+		{KeyValue, testColumns, []Option{TargetShardSizeMB(1001)}},
+		{KeyValue, testColumns, []Option{DuplicatesStrategy(5)}},
+		{KeyValue, nil, nil},
+		{KeyValue, []Column{{Name: "a", DType: safetensors.F32}, {Name: "a", DType: safetensors.F32}}, nil},
+		{KeyValue, []Column{{Name: "", DType: safetensors.F32}}, nil},
+		{KeyValue, []Column{{Name: "a", DType: safetensors.F8_E4M3}}, nil},
+		{KeyValue, []Column{{Name: "a", DType: safetensors.F32, Shape: []uint64{1 << 31}}}, nil},
+		{KeyValue, testColumns, []Option{TaskID(100000)}},
+		{KeyValue, testColumns, []Option{TaskID(-1)}},
+		{KeyValue, testColumns, []Option{Columns("label")}},
+		{KeyValue, testColumns, []Option{ReadOptions(safetensors.ReadAll())}},
+		{Batch, testColumns, []Option{BatchSize(4), Separator("")}},
+		{Batch, testColumns, []Option{BatchSize(4), DuplicatesStrategy(DuplicatesLastWins)}},
+		{Batch, testColumns, []Option{BatchSize(1 << 26)}}, // shards of 2 GiB
+		{KeyValue, []Column{{Name: "a", DType: safetensors.U8, Shape: []uint64{600 << 20}}}, nil},
 	} {
-		_, err := Create(t.TempDir(), o)
-		assert.ErrorIs(t, err, ErrInvalidOptions, "%+v", o)
+		_, err := Create(t.TempDir(), c.mode, c.cols, c.opts...)
+		assert.ErrorIs(t, err, ErrInvalidOptions, "case %d: %v", i, err)
+	}
+	// Open refuses the options of Create.
+	small := writeSmall(t)
+	for _, o := range []Option{BatchSize(2), TailStrategy(TailPad), TargetShardSizeMB(50), DuplicatesStrategy(DuplicatesLastWins), TensorIndex(), RoundToNearest(), TaskID(1)} {
+		_, err := Open(small, o)
+		assert.ErrorIs(t, err, ErrInvalidOptions)
+		assert.ErrorContains(t, err, "an option of Create, not of Open")
 	}
 
-	w, err := Create(t.TempDir(), Options{Mode: Batch, Columns: testColumns, BatchSize: 2})
+	w, err := Create(t.TempDir(), Batch, testColumns, BatchSize(2))
 	require.NoError(t, err)
 	label, image := sample(0)
 	assert.ErrorIs(t, w.WriteSample(label), ErrInvalidSample)
@@ -354,10 +379,10 @@ func TestOptions(t *testing.T) {
 	w.Abort()
 
 	dir := t.TempDir()
-	w, err = Create(dir, Options{Mode: Batch, Columns: testColumns, BatchSize: 2})
+	w, err = Create(dir, Batch, testColumns, BatchSize(2))
 	require.NoError(t, err)
 	require.NoError(t, w.Close())
-	_, err = Create(dir, Options{Mode: Batch, Columns: testColumns, BatchSize: 2})
+	_, err = Create(dir, Batch, testColumns, BatchSize(2))
 	assert.ErrorIs(t, err, ErrExists)
 	assert.ErrorIs(t, w.Close(), safetensors.ErrClosed)
 }
@@ -367,7 +392,7 @@ func TestOptions(t *testing.T) {
 func TestFailureLeavesNothing(t *testing.T) {
 	dir := t.TempDir()
 	cols := []Column{{Name: "x", DType: safetensors.U8}, {Name: "y__x", DType: safetensors.U8}}
-	w, err := Create(dir, Options{Mode: KeyValue, Columns: cols, Index: true, TargetShardSizeMB: 50})
+	w, err := Create(dir, KeyValue, cols, TensorIndex(), TargetShardSizeMB(50))
 	require.NoError(t, err)
 	require.NoError(t, w.WriteKV("a", []byte{1}, []byte{2}))
 	// "a__y" + "__x" is "a__y__x", the name of a's column y__x.
@@ -376,7 +401,7 @@ func TestFailureLeavesNothing(t *testing.T) {
 	assert.Empty(t, files(t, dir))
 
 	dir = t.TempDir()
-	w, err = Create(dir, Options{Mode: Batch, Columns: testColumns, BatchSize: 1, Index: true})
+	w, err = Create(dir, Batch, testColumns, BatchSize(1), TensorIndex())
 	require.NoError(t, err)
 	for i := range 3 {
 		label, image := sample(i)
@@ -394,7 +419,11 @@ func TestFloat32s(t *testing.T) {
 	vals := []float32{1.0009766, -3.3333333, float32(math.NaN())}
 	for _, nearest := range []bool{false, true} {
 		dir := t.TempDir()
-		w, err := Create(dir, Options{Mode: KeyValue, Columns: cols, RoundToNearest: nearest})
+		var opts []Option
+		if nearest {
+			opts = append(opts, RoundToNearest())
+		}
+		w, err := Create(dir, KeyValue, cols, opts...)
 		require.NoError(t, err)
 		require.NoError(t, w.WriteKVFloat32s("k", vals, vals, vals, vals))
 		require.NoError(t, w.Close())
@@ -429,7 +458,7 @@ func TestFloat32s(t *testing.T) {
 func writeSmall(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	w, err := Create(dir, Options{Mode: Batch, Columns: testColumns, BatchSize: 2, Index: true})
+	w, err := Create(dir, Batch, testColumns, BatchSize(2), TensorIndex())
 	require.NoError(t, err)
 	for i := range 6 {
 		label, image := sample(i)
@@ -540,7 +569,7 @@ func TestCorruptIndex(t *testing.T) {
 func TestDuplicatesMany(t *testing.T) {
 	dir := t.TempDir()
 	cols := []Column{{Name: "v", DType: safetensors.U32, Shape: []uint64{1 << 10}}}
-	w, err := Create(dir, Options{Mode: KeyValue, Columns: cols, Duplicates: DuplicatesLastWins, TargetShardSizeMB: 50})
+	w, err := Create(dir, KeyValue, cols, DuplicatesStrategy(DuplicatesLastWins), TargetShardSizeMB(50))
 	require.NoError(t, err)
 	want := make(map[string]uint32)
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -561,7 +590,7 @@ func TestDuplicatesMany(t *testing.T) {
 	require.NoError(t, err)
 	defer d.Close()
 	inShard := make(map[string]int)
-	for smp, err := range d.Samples() {
+	for smp, err := range d.Samples(context.Background()) {
 		require.NoError(t, err)
 		inShard[smp.Shard]++
 	}

@@ -1,6 +1,7 @@
 package dataset
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"math"
@@ -148,12 +149,12 @@ func TestSparkFloatDatasets(t *testing.T) {
 			dtype, err := safetensors.ParseDType(exp.Options["dtype"].(string))
 			require.NoError(t, err)
 			col := []Column{{Name: "v", DType: dtype, Shape: []uint64{6}}}
-			opts := Options{Mode: KeyValue, Columns: col}
+			mode, opts := KeyValue, []Option(nil)
 			if exp.Mode == "batch" {
-				opts = Options{Mode: Batch, Columns: col, BatchSize: 4}
+				mode, opts = Batch, []Option{BatchSize(4)}
 			}
 			dir := t.TempDir()
-			w, err := Create(dir, opts)
+			w, err := Create(dir, mode, col, opts...)
 			require.NoError(t, err)
 			for _, row := range exp.Rows {
 				vals := make([]float32, len(row.V.Bits))
@@ -172,7 +173,7 @@ func TestSparkFloatDatasets(t *testing.T) {
 			defer d.Close()
 			got := make(map[string]string) // key → SHA-256 (batch: the position)
 			i := 0
-			for smp, err := range d.Samples() {
+			for smp, err := range d.Samples(context.Background()) {
 				require.NoError(t, err)
 				k := smp.Key
 				if exp.Mode == "batch" {

@@ -1,6 +1,7 @@
 package dataset_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log"
@@ -18,12 +19,11 @@ func ExampleCreate() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	w, err := dataset.Create(dir, dataset.Options{
-		Mode:      dataset.Batch,
-		BatchSize: 2,
-		Tail:      dataset.TailWrite, // keep a short last shard (the default)
-		Columns:   []dataset.Column{{Name: "x", DType: safetensors.BF16, Shape: []uint64{3}}},
-	})
+	w, err := dataset.Create(dir, dataset.Batch,
+		[]dataset.Column{{Name: "x", DType: safetensors.BF16, Shape: []uint64{3}}},
+		dataset.BatchSize(2),
+		dataset.TailStrategy(dataset.TailWrite), // keep a short last shard (the default)
+	)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -66,11 +66,7 @@ func ExampleOpen() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	w, err := dataset.Create(dir, dataset.Options{
-		Mode:    dataset.KeyValue,
-		Index:   true,
-		Columns: []dataset.Column{{Name: "vec", DType: safetensors.F32, Shape: []uint64{2}}},
-	})
+	w, err := dataset.Create(dir, dataset.KeyValue, []dataset.Column{{Name: "vec", DType: safetensors.F32, Shape: []uint64{2}}}, dataset.TensorIndex())
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -97,7 +93,7 @@ func ExampleOpen() {
 		log.Fatal(err)
 	}
 	fmt.Println(d.Mode(), t.Name, v)
-	for s, err := range d.Samples() {
+	for s, err := range d.Samples(context.Background()) {
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -109,19 +105,15 @@ func ExampleOpen() {
 	// bob bob__vec
 }
 
-// A key-value dataset whose names join key and column with "/", written
-// from bytes, and read back with the separator and the core's ReadAll.
+// A batch dataset of scalar labels, written from bytes, and read back
+// into memory with the core's ReadAll.
 func ExampleWriter_WriteSample() {
 	dir, err := os.MkdirTemp("", "dataset")
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	w, err := dataset.Create(dir, dataset.Options{
-		Mode:      dataset.Batch,
-		BatchSize: 2,
-		Columns:   []dataset.Column{{Name: "label", DType: safetensors.U8, Shape: []uint64{}}},
-	})
+	w, err := dataset.Create(dir, dataset.Batch, []dataset.Column{{Name: "label", DType: safetensors.U8, Shape: []uint64{}}}, dataset.BatchSize(2))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -133,7 +125,7 @@ func ExampleWriter_WriteSample() {
 	if err := w.Close(); err != nil {
 		log.Fatal(err)
 	}
-	d, err := dataset.Open(dir, safetensors.ReadAll()) // read into memory, not mapped
+	d, err := dataset.Open(dir, dataset.ReadOptions(safetensors.ReadAll())) // read into memory, not mapped
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -146,17 +138,15 @@ func ExampleWriter_WriteSample() {
 	// 1
 }
 
+// A key-value dataset whose names join key and column with "/": the
+// writer and the reader are given the same separator.
 func ExampleSeparator() {
 	dir, err := os.MkdirTemp("", "dataset")
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	w, err := dataset.Create(dir, dataset.Options{
-		Mode:      dataset.KeyValue,
-		Separator: "/",
-		Columns:   []dataset.Column{{Name: "id", DType: safetensors.I32, Shape: []uint64{1}}},
-	})
+	w, err := dataset.Create(dir, dataset.KeyValue, []dataset.Column{{Name: "id", DType: safetensors.I32, Shape: []uint64{1}}}, dataset.Separator("/"))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -189,12 +179,9 @@ func ExampleWriter_WriteKVTensors() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	w, err := dataset.Create(dir, dataset.Options{
-		Mode: dataset.KeyValue,
-		Columns: []dataset.Column{
-			{Name: "tokens", DType: safetensors.I32},                  // no shape: any shape
-			{Name: "label", DType: safetensors.U8, Shape: []uint64{}}, // a scalar, always
-		},
+	w, err := dataset.Create(dir, dataset.KeyValue, []dataset.Column{
+		{Name: "tokens", DType: safetensors.I32},                  // no shape: any shape
+		{Name: "label", DType: safetensors.U8, Shape: []uint64{}}, // a scalar, always
 	})
 	if err != nil {
 		log.Fatal(err)

@@ -1,6 +1,7 @@
 package dataset
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -12,7 +13,7 @@ import (
 // wrap ErrInvalidDataset or come from the file system.
 func FuzzOpen(f *testing.F) {
 	dir := f.TempDir()
-	w, err := Create(dir, Options{Mode: Batch, Columns: testColumns, BatchSize: 2, Index: true})
+	w, err := Create(dir, Batch, testColumns, BatchSize(2), TensorIndex())
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -59,7 +60,7 @@ func FuzzOpen(f *testing.F) {
 			return
 		}
 		defer d.Close()
-		for _, err := range d.Samples() {
+		for _, err := range d.Samples(context.Background()) {
 			if err != nil {
 				break
 			}

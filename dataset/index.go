@@ -71,7 +71,7 @@ func (w *Writer) writeIndexFiles(dir string) error {
 		err := w.readSpill(func(e *spillEntry) error {
 			shape := make([]int32, len(e.shape))
 			for i, d := range e.shape {
-				shape[i] = int32(d) // checked to fit by Options.check
+				shape[i] = int32(d) // checked to fit by createConfig
 			}
 			rows = append(rows, indexRow{TensorKey: string(e.name), FileName: w.shards[e.shard].Path, Shape: shape, DType: e.dtype.String()})
 			if len(rows) == indexBatch {

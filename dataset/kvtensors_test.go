@@ -1,6 +1,7 @@
 package dataset
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -61,7 +62,7 @@ func TestKVTensors(t *testing.T) {
 		{"g", []uint64{5}},
 	}
 	dir := t.TempDir()
-	w, err := Create(dir, Options{Mode: KeyValue, Columns: varyColumns, Index: true, Duplicates: DuplicatesLastWins})
+	w, err := Create(dir, KeyValue, varyColumns, TensorIndex(), DuplicatesStrategy(DuplicatesLastWins))
 	require.NoError(t, err)
 	want := map[string]safetensors.Tensor{} // tensor name → the tensor
 	for i, s := range samples {
@@ -118,7 +119,7 @@ func TestKVTensors(t *testing.T) {
 	require.NoError(t, err)
 	defer d.Close()
 	var keys []string
-	for smp, err := range d.Samples() {
+	for smp, err := range d.Samples(context.Background()) {
 		require.NoError(t, err)
 		keys = append(keys, smp.Key)
 		for _, tn := range smp.Tensors {
@@ -146,7 +147,7 @@ func TestKVTensorsRollOver(t *testing.T) {
 		t.Skip("writes 60 MiB")
 	}
 	dir := t.TempDir()
-	w, err := Create(dir, Options{Mode: KeyValue, Columns: varyColumns[:1], TargetShardSizeMB: 50})
+	w, err := Create(dir, KeyValue, varyColumns[:1], TargetShardSizeMB(50))
 	require.NoError(t, err)
 	want := map[string][]uint64{}
 	for i := range 60 {
@@ -167,7 +168,7 @@ func TestKVTensorsRollOver(t *testing.T) {
 	require.NoError(t, err)
 	defer d.Close()
 	n := 0
-	for smp, err := range d.Samples() {
+	for smp, err := range d.Samples(context.Background()) {
 		require.NoError(t, err)
 		tn := smp.Tensors[0]
 		assert.Equal(t, want[tn.Name], append([]uint64{}, tn.Shape...), tn.Name)
@@ -205,7 +206,7 @@ func TestRefusedSample(t *testing.T) {
 		"a huge header":       {{Name: "w", DType: safetensors.F32, Shape: make([]uint64, 3_000_000)}, emb, label},
 	}
 	write := func(dir string, withRefused bool) *Writer {
-		w, err := Create(dir, Options{Mode: KeyValue, Columns: varyColumns, Index: true})
+		w, err := Create(dir, KeyValue, varyColumns, TensorIndex())
 		require.NoError(t, err)
 		for i := range 4 {
 			if withRefused {
@@ -239,7 +240,7 @@ func TestRefusedSample(t *testing.T) {
 	assert.Len(t, readIndexRows(t, dirA), 12)
 
 	// In Batch mode, WriteKVTensors is refused.
-	w, err := Create(t.TempDir(), Options{Mode: Batch, Columns: testColumns, BatchSize: 2})
+	w, err := Create(t.TempDir(), Batch, testColumns, BatchSize(2))
 	require.NoError(t, err)
 	assert.ErrorIs(t, w.WriteKVTensors("k", good(0)...), ErrInvalidSample)
 	w.Abort()
@@ -249,7 +250,7 @@ func TestRefusedSample(t *testing.T) {
 // removed, and every later call returns the same error.
 func TestFailureIsSticky(t *testing.T) {
 	dir := t.TempDir()
-	w, err := Create(dir, Options{Mode: KeyValue, Columns: varyColumns[:1]})
+	w, err := Create(dir, KeyValue, varyColumns[:1])
 	require.NoError(t, err)
 	require.NoError(t, w.WriteKVTensors("a", f32Tensor("w", []uint64{2}, 0)))
 	failed := w.WriteKVTensors("a", f32Tensor("w", []uint64{3}, 0))
@@ -278,10 +279,10 @@ func TestSparkVaryShapes(t *testing.T) {
 	require.NoError(t, err)
 	defer src.Close()
 	dir := t.TempDir()
-	w, err := Create(dir, Options{Mode: KeyValue, Columns: []Column{{Name: "w", DType: safetensors.F32}}, Index: true, TaskID: 22})
+	w, err := Create(dir, KeyValue, []Column{{Name: "w", DType: safetensors.F32}}, TensorIndex(), TaskID(22))
 	require.NoError(t, err)
 	want := map[string]string{} // tensor name → SHA-256
-	for smp, err := range src.Samples() {
+	for smp, err := range src.Samples(context.Background()) {
 		require.NoError(t, err)
 		ts := make([]safetensors.Tensor, len(smp.Tensors))
 		for i, tn := range smp.Tensors {

@@ -2,7 +2,9 @@ package dataset
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"iter"
@@ -14,6 +16,7 @@ import (
 	"sync"
 
 	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/internal/regular"
 )
 
 // Dataset is a dataset opened for reading; see Open. Its methods may be
@@ -45,47 +48,6 @@ const (
 	indexDir            // a directory of Parquet part files, as Spark writes it
 )
 
-// OpenOption is an option of Open: Separator, Columns, ReadOptions, or any
-// option of the safetensors package itself, such as safetensors.ReadAll(),
-// which goes to the opening of every shard:
-//
-//	d, err := dataset.Open(dir, dataset.Separator("/"), safetensors.ReadAll())
-//
-// Open refuses a value of any other type.
-type OpenOption any
-
-// datasetOption is an OpenOption of this package.
-type datasetOption func(*Dataset)
-
-// Separator sets the separator between key and column in the tensor names
-// of a key-value dataset: "__", the connector's default, unless the writer
-// chose another (the manifest does not record it). With the empty
-// separator, a name alone cannot tell the key from the column: give the
-// columns with Columns, or each tensor is read as a sample of its own,
-// keyed by its full name, with one column named "". A dataset whose shards
-// both modes could have written (a key-value dataset of one key, whose
-// tensors' first dimension is its sample count) is read as key-value when
-// Separator or Columns is given, as batch otherwise.
-func Separator(sep string) OpenOption {
-	return datasetOption(func(d *Dataset) { d.sep, d.sepGiven = sep, true })
-}
-
-// Columns names the columns of a key-value dataset, so that a tensor name
-// is split as key + separator + the longest column that ends it, rather
-// than at the last separator. It is needed with the empty separator, and
-// where a column's name holds the separator.
-func Columns(names ...string) OpenOption {
-	return datasetOption(func(d *Dataset) { d.colNames = slices.Clone(names) })
-}
-
-// ReadOptions passes options of the safetensors package to the opening of
-// every shard, as giving them to Open directly does: safetensors.ReadAll reads shards into memory rather than
-// mapping them, so that tensors stay valid after Close and a shard
-// truncated by another process cannot fault.
-func ReadOptions(opts ...safetensors.ReadOption) OpenOption {
-	return datasetOption(func(d *Dataset) { d.readOpts = append(d.readOpts, opts...) })
-}
-
 // maxManifestSize bounds the manifest: a key-value dataset lists each of
 // its tensors in the schema, in about 80 bytes.
 const maxManifestSize = 1 << 30
@@ -110,19 +72,15 @@ const maxManifestSize = 1 << 30
 // connector does not catch a key given to two Spark tasks): Samples yields
 // both, and Tensor finds the later one. An empty dataset ("schema": {}, no
 // shards) opens with no mode and no columns.
-func Open(dir string, opts ...OpenOption) (*Dataset, error) {
-	d := &Dataset{dir: dir, sep: "__", readers: make(map[int]*safetensors.Reader)}
-	for _, o := range opts {
-		switch o := o.(type) {
-		case datasetOption:
-			o(d)
-		case safetensors.ReadOption:
-			d.readOpts = append(d.readOpts, o)
-		case nil:
-		default:
-			return nil, fmt.Errorf("dataset: Open: %T is not an option of Open", o)
-		}
+//
+// It takes the options Separator, Columns and ReadOptions; those of
+// Create fail with ErrInvalidOptions.
+func Open(dir string, opts ...Option) (*Dataset, error) {
+	c, err := newConfig("Open", forOpen, opts)
+	if err != nil {
+		return nil, err
 	}
+	d := &Dataset{dir: dir, sep: c.sep, sepGiven: c.sepGiven, colNames: c.colNames, readOpts: c.readOpts, readers: make(map[int]*safetensors.Reader)}
 	slices.SortFunc(d.colNames, func(a, b string) int { return len(b) - len(a) })
 	root, err := os.OpenRoot(dir)
 	if err != nil {
@@ -488,23 +446,29 @@ type Sample struct {
 // Samples iterates over every sample, shard by shard in the manifest's
 // order; within a Batch shard in order, pad samples included; within a
 // KeyValue shard in the order of the keys' first tensors in the file. It
-// stops at the first error, which it yields. Each sample's bytes are
-// copied out of the shard with memory faults turned into errors: a shard
-// that another process truncates while it is mapped gives an error
-// wrapping ErrShardFault, not a crash.
-func (d *Dataset) Samples() iter.Seq2[Sample, error] {
+// stops at the first error, which it yields: once ctx is done, ctx's
+// error, checked before each sample. Each sample's bytes are copied out of
+// the shard with safetensors.GuardFaults: a shard that another process
+// truncates while it is mapped gives an error wrapping both ErrShardFault
+// and safetensors.ErrFileChanged, naming the shard and the tensor, not a
+// crash.
+func (d *Dataset) Samples(ctx context.Context) iter.Seq2[Sample, error] {
 	return func(yield func(Sample, error) bool) {
 		for i, s := range d.m.Shards {
+			if err := ctx.Err(); err != nil {
+				yield(Sample{}, err)
+				return
+			}
 			r, err := d.shard(i)
 			if err != nil {
 				yield(Sample{}, err)
 				return
 			}
 			if d.mode == Batch {
-				if !d.batchSamples(r, s, yield) {
+				if !d.batchSamples(ctx, r, s, yield) {
 					return
 				}
-			} else if !d.kvSamples(r, s, yield) {
+			} else if !d.kvSamples(ctx, r, s, yield) {
 				return
 			}
 		}
@@ -512,8 +476,11 @@ func (d *Dataset) Samples() iter.Seq2[Sample, error] {
 }
 
 // copySample returns a sample of the given tensors, whose Data it copies
-// into one new buffer, guarded against faults.
-func (d *Dataset) copySample(s Shard, smp Sample, ts []safetensors.Tensor) (Sample, error) {
+// into one new buffer, guarded against faults; it first checks ctx.
+func (d *Dataset) copySample(ctx context.Context, smp Sample, ts []safetensors.Tensor) (Sample, error) {
+	if err := ctx.Err(); err != nil {
+		return Sample{}, err
+	}
 	// Each tensor at a multiple of 8 bytes, so that the copies are
 	// aligned for views of any dtype.
 	offs := make([]int, len(ts))
@@ -523,13 +490,15 @@ func (d *Dataset) copySample(s Shard, smp Sample, ts []safetensors.Tensor) (Samp
 		n += (len(t.Data) + 7) &^ 7
 	}
 	buf := make([]byte, n)
-	err := guarded(d.dir, s.Path, func() {
-		for j, t := range ts {
-			copy(buf[offs[j]:], t.Data)
+	j := 0
+	err := safetensors.GuardFaults(func() error {
+		for ; j < len(ts); j++ {
+			copy(buf[offs[j]:], ts[j].Data)
 		}
+		return nil
 	})
 	if err != nil {
-		return Sample{}, err
+		return Sample{}, fmt.Errorf("%w: sample %d: %w", ErrShardFault, smp.Index, &safetensors.TensorError{Name: ts[j].Name, Err: err})
 	}
 	smp.Tensors = make([]safetensors.Tensor, len(ts))
 	for j, t := range ts {
@@ -540,7 +509,7 @@ func (d *Dataset) copySample(s Shard, smp Sample, ts []safetensors.Tensor) (Samp
 	return smp, nil
 }
 
-func (d *Dataset) batchSamples(r *safetensors.Reader, s Shard, yield func(Sample, error) bool) bool {
+func (d *Dataset) batchSamples(ctx context.Context, r *safetensors.Reader, s Shard, yield func(Sample, error) bool) bool {
 	cols := make([]safetensors.Tensor, len(d.columns))
 	for j, c := range d.columns {
 		t, err := r.Tensor(c.Name)
@@ -555,7 +524,7 @@ func (d *Dataset) batchSamples(r *safetensors.Reader, s Shard, yield func(Sample
 			size := len(t.Data) / int(s.Samples)
 			parts[j] = safetensors.Tensor{Name: t.Name, DType: t.DType, Shape: d.columns[j].Shape, Data: t.Data[i*size : (i+1)*size]}
 		}
-		smp, err := d.copySample(s, Sample{Shard: s.Path, Index: i}, parts)
+		smp, err := d.copySample(ctx, Sample{Shard: s.Path, Index: i}, parts)
 		if err != nil {
 			return yield(Sample{}, err) && false
 		}
@@ -566,7 +535,7 @@ func (d *Dataset) batchSamples(r *safetensors.Reader, s Shard, yield func(Sample
 	return true
 }
 
-func (d *Dataset) kvSamples(r *safetensors.Reader, s Shard, yield func(Sample, error) bool) bool {
+func (d *Dataset) kvSamples(ctx context.Context, r *safetensors.Reader, s Shard, yield func(Sample, error) bool) bool {
 	// The keys in the order of their first tensor, and each key's tensors
 	// by column.
 	var keys []string
@@ -591,7 +560,7 @@ func (d *Dataset) kvSamples(r *safetensors.Reader, s Shard, yield func(Sample, e
 			}
 			parts[j] = t
 		}
-		smp, err := d.copySample(s, Sample{Key: key, Shard: s.Path, Index: i}, parts)
+		smp, err := d.copySample(ctx, Sample{Key: key, Shard: s.Path, Index: i}, parts)
 		if err != nil {
 			return yield(Sample{}, err) && false
 		}
@@ -605,7 +574,7 @@ func (d *Dataset) kvSamples(r *safetensors.Reader, s Shard, yield func(Sample, e
 // Batches iterates over the shards of a Batch dataset: each shard's
 // tensors, one for each column in the order of Columns, shaped [samples,
 // shape...]. Their Data are slices of the mapped shard (unless the dataset
-// was opened with safetensors.ReadAll), valid until Close, and not aligned
+// was opened with ReadOptions(safetensors.ReadAll())), valid until Close, and not aligned
 // if the writer did not align them (the connector does not): reading them
 // as typed slices needs Values, not the core's zero-copy views. For a
 // KeyValue dataset it yields an error.
@@ -717,7 +686,7 @@ func (d *Dataset) find(name string) (int, error) {
 
 // Close closes the shards opened so far. Tensors from Tensor and Batches
 // must not be used after, unless the dataset was opened with
-// safetensors.ReadAll.
+// ReadOptions(safetensors.ReadAll()).
 func (d *Dataset) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -733,4 +702,16 @@ func (d *Dataset) Close() error {
 		d.root = nil
 	}
 	return err
+}
+
+// openRegular opens name inside root for reading without blocking, and
+// refuses anything but a regular file (a FIFO, a device, a directory) with
+// an error wrapping ErrInvalidDataset that names it.
+func openRegular(root *os.Root, dir, name string) (*os.File, error) {
+	f, err := regular.Open(root.OpenFile, name)
+	var nr *regular.NotRegularError
+	if errors.As(err, &nr) {
+		return nil, fmt.Errorf("%w: %s: %s is not a regular file (mode %v)", ErrInvalidDataset, dir, name, nr.Mode)
+	}
+	return f, err
 }

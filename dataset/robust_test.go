@@ -1,6 +1,7 @@
 package dataset
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,11 +19,11 @@ import (
 func TestEmptyDataset(t *testing.T) {
 	for _, mode := range []Mode{Batch, KeyValue} {
 		dir := t.TempDir()
-		opts := Options{Mode: mode, Columns: testColumns, Index: true}
+		opts := []Option{TensorIndex()}
 		if mode == Batch {
-			opts.BatchSize = 4
+			opts = append(opts, BatchSize(4))
 		}
-		w, err := Create(dir, opts)
+		w, err := Create(dir, mode, testColumns, opts...)
 		require.NoError(t, err)
 		require.NoError(t, w.Close())
 		assert.Equal(t, []string{ManifestName}, files(t, dir))
@@ -34,7 +35,7 @@ func TestEmptyDataset(t *testing.T) {
 		require.NoError(t, err)
 		assert.Zero(t, d.Mode())
 		assert.Empty(t, d.Columns())
-		for range d.Samples() {
+		for range d.Samples(context.Background()) {
 			t.Error("a sample in an empty dataset")
 		}
 		d.Close()
@@ -45,7 +46,7 @@ func TestEmptyDataset(t *testing.T) {
 // reads them back with the columns named, and without.
 func TestEmptySeparator(t *testing.T) {
 	dir := t.TempDir()
-	w, err := Create(dir, Options{Mode: KeyValue, Columns: testColumns, EmptySeparator: true, Index: true})
+	w, err := Create(dir, KeyValue, testColumns, Separator(""), TensorIndex())
 	require.NoError(t, err)
 	for i := range 5 {
 		label, image := sample(i)
@@ -57,7 +58,7 @@ func TestEmptySeparator(t *testing.T) {
 	d, err := Open(dir, Separator(""), Columns("label", "image"))
 	require.NoError(t, err)
 	n := 0
-	for smp, err := range d.Samples() {
+	for smp, err := range d.Samples(context.Background()) {
 		require.NoError(t, err)
 		i := int(smp.Key[1] - '0')
 		label, image := sample(i)
@@ -73,7 +74,7 @@ func TestEmptySeparator(t *testing.T) {
 	require.NoError(t, err)
 	defer d.Close()
 	n = 0
-	for smp, err := range d.Samples() {
+	for smp, err := range d.Samples(context.Background()) {
 		require.NoError(t, err)
 		require.Len(t, smp.Tensors, 1)
 		got, err := d.Tensor(smp.Key)
@@ -101,7 +102,7 @@ func TestLeftBehind(t *testing.T) {
 	} {
 		dir := t.TempDir()
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), nil, 0o644))
-		_, err := Create(dir, Options{Mode: KeyValue, Columns: testColumns})
+		_, err := Create(dir, KeyValue, testColumns)
 		assert.ErrorIs(t, err, ErrExists, name)
 		assert.ErrorContains(t, err, name)
 		assert.Equal(t, []string{name}, files(t, dir), "nothing removed, nothing added")
@@ -109,7 +110,7 @@ func TestLeftBehind(t *testing.T) {
 	// Other files do not matter.
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "README"), nil, 0o644))
-	w, err := Create(dir, Options{Mode: KeyValue, Columns: testColumns})
+	w, err := Create(dir, KeyValue, testColumns)
 	require.NoError(t, err)
 	w.Abort()
 	assert.Equal(t, []string{"README"}, files(t, dir))
@@ -120,11 +121,11 @@ func TestLeftBehind(t *testing.T) {
 func TestErrorsNameTarget(t *testing.T) {
 	for _, mode := range []Mode{Batch, KeyValue} {
 		dir := filepath.Join(t.TempDir(), "ds")
-		opts := Options{Mode: mode, Columns: testColumns}
+		var opts []Option
 		if mode == Batch {
-			opts.BatchSize = 2
+			opts = append(opts, BatchSize(2))
 		}
-		w, err := Create(dir, opts)
+		w, err := Create(dir, mode, testColumns, opts...)
 		require.NoError(t, err)
 		require.NoError(t, os.RemoveAll(dir))
 		label, image := sample(0)
@@ -148,7 +149,7 @@ func TestBatchMemory(t *testing.T) {
 	cols := []Column{{Name: "x", DType: safetensors.U8, Shape: []uint64{1 << 10}}}
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	w, err := Create(dir, Options{Mode: Batch, Columns: cols, BatchSize: 1 << 20})
+	w, err := Create(dir, Batch, cols, BatchSize(1<<20))
 	require.NoError(t, err)
 	x := make([]byte, 1<<10)
 	for i := range 100 {
@@ -163,7 +164,7 @@ func TestBatchMemory(t *testing.T) {
 	defer d.Close()
 	assert.Equal(t, int64(100), d.Manifest().TotalSamples)
 	i := 0
-	for smp, err := range d.Samples() {
+	for smp, err := range d.Samples(context.Background()) {
 		require.NoError(t, err)
 		assert.Equal(t, byte(i), smp.Tensors[0].Data[0])
 		i++
@@ -175,11 +176,11 @@ func TestBatchMemory(t *testing.T) {
 // opens with the core's read options.
 func TestSamplesAreCopies(t *testing.T) {
 	dir := writeSmall(t)
-	for _, opts := range [][]OpenOption{nil, {ReadOptions(safetensors.ReadAll())}, {safetensors.ReadAll()}} {
+	for _, opts := range [][]Option{nil, {ReadOptions(safetensors.ReadAll())}} {
 		d, err := Open(dir, opts...)
 		require.NoError(t, err)
 		var kept []Sample
-		for smp, err := range d.Samples() {
+		for smp, err := range d.Samples(context.Background()) {
 			require.NoError(t, err)
 			kept = append(kept, smp)
 		}
@@ -202,7 +203,7 @@ func TestSamplesAreCopies(t *testing.T) {
 // and Open finds every tensor of the schema.
 func TestManifestEscapes(t *testing.T) {
 	dir := t.TempDir()
-	w, err := Create(dir, Options{Mode: KeyValue, Columns: testColumns})
+	w, err := Create(dir, KeyValue, testColumns)
 	require.NoError(t, err)
 	keys := []string{`quote"d`, `back\slash`, "tab\there", "é<&>", "\u2028"}
 	for i, k := range keys {
@@ -227,7 +228,7 @@ func TestManifestEscapes(t *testing.T) {
 // TestManifestAfterAbort asks an aborted writer for its manifest: no
 // panic, and the shards it removed.
 func TestManifestAfterAbort(t *testing.T) {
-	w, err := Create(t.TempDir(), Options{Mode: KeyValue, Columns: testColumns})
+	w, err := Create(t.TempDir(), KeyValue, testColumns)
 	require.NoError(t, err)
 	label, image := sample(0)
 	require.NoError(t, w.WriteKV("k", label, image))
@@ -242,7 +243,7 @@ func TestManifestAfterAbort(t *testing.T) {
 func TestBatchColumnsWithSeparator(t *testing.T) {
 	dir := t.TempDir()
 	cols := []Column{{Name: "a__x", DType: safetensors.U8}, {Name: "b__y", DType: safetensors.U8, Shape: []uint64{2}}}
-	w, err := Create(dir, Options{Mode: Batch, Columns: cols, BatchSize: 3})
+	w, err := Create(dir, Batch, cols, BatchSize(3))
 	require.NoError(t, err)
 	for i := range 3 {
 		require.NoError(t, w.WriteSample([]byte{byte(i)}, []byte{byte(i), 1}))
@@ -253,7 +254,7 @@ func TestBatchColumnsWithSeparator(t *testing.T) {
 	defer d.Close()
 	assert.Equal(t, Batch, d.Mode())
 	n := 0
-	for smp, err := range d.Samples() {
+	for smp, err := range d.Samples(context.Background()) {
 		require.NoError(t, err)
 		assert.Equal(t, []byte{byte(n)}, smp.Tensors[0].Data)
 		n++
@@ -266,7 +267,7 @@ func TestBatchColumnsWithSeparator(t *testing.T) {
 // separator is given, as batch otherwise.
 func TestOneKeyWithSeparator(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "ds")
-	w, err := Create(dir, Options{Mode: KeyValue, Separator: "/", Columns: []Column{{Name: "id", DType: safetensors.I32, Shape: []uint64{1}}}})
+	w, err := Create(dir, KeyValue, []Column{{Name: "id", DType: safetensors.I32, Shape: []uint64{1}}}, Separator("/"))
 	require.NoError(t, err)
 	require.NoError(t, w.WriteKV("user7", []byte{7, 0, 0, 0}))
 	require.NoError(t, w.Close())
@@ -279,4 +280,37 @@ func TestOneKeyWithSeparator(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, Batch, d.Mode())
 	require.NoError(t, d.Close())
+}
+
+// TestSamplesCancel cancels the context of Samples: the next sample is
+// not read, and the iteration ends with the context's error.
+func TestSamplesCancel(t *testing.T) {
+	dir := writeSmall(t)
+	d, err := Open(dir)
+	require.NoError(t, err)
+	defer d.Close()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n := 0
+	var last error
+	for _, err := range d.Samples(ctx) {
+		if err != nil {
+			last = err
+			break
+		}
+		n++
+		if n == 3 {
+			cancel()
+		}
+	}
+	assert.Equal(t, 3, n, "no sample after the cancellation")
+	assert.ErrorIs(t, last, context.Canceled)
+
+	n = 0
+	for _, err := range d.Samples(ctx) {
+		assert.ErrorIs(t, err, context.Canceled)
+		n++
+	}
+	assert.Equal(t, 1, n, "a done context: only its error")
 }

@@ -3,6 +3,7 @@
 package dataset
 
 import (
+	"context"
 	"errors"
 	"io"
 	"os"
@@ -89,7 +90,7 @@ func TestFIFO(t *testing.T) {
 func TestTruncatedWhileMapped(t *testing.T) {
 	dir := t.TempDir()
 	cols := []Column{{Name: "x", DType: safetensors.U8, Shape: []uint64{64 << 10}}}
-	w, err := Create(dir, Options{Mode: Batch, Columns: cols, BatchSize: 8})
+	w, err := Create(dir, Batch, cols, BatchSize(8))
 	require.NoError(t, err)
 	x := make([]byte, 64<<10)
 	for i := range 8 {
@@ -103,7 +104,7 @@ func TestTruncatedWhileMapped(t *testing.T) {
 	defer d.Close()
 	n := 0
 	var last error
-	for smp, err := range d.Samples() {
+	for smp, err := range d.Samples(context.Background()) {
 		if err != nil {
 			last = err
 			break
@@ -116,7 +117,13 @@ func TestTruncatedWhileMapped(t *testing.T) {
 	}
 	assert.Equal(t, 2, n)
 	require.ErrorIs(t, last, ErrShardFault)
-	assert.ErrorContains(t, last, shard)
+	require.ErrorIs(t, last, safetensors.ErrFileChanged, "the core's guard found the shard's mapping")
+	assert.ErrorContains(t, last, filepath.Join(dir, shard))
+	assert.ErrorContains(t, last, "sample 2: ")
+	var te *safetensors.TensorError
+	require.ErrorAs(t, last, &te)
+	assert.Equal(t, "x", te.Name)
+	t.Log(last)
 }
 
 // TestFileModes writes datasets under a umask of 027: every file gets
@@ -126,11 +133,11 @@ func TestFileModes(t *testing.T) {
 	defer syscall.Umask(old)
 	for _, mode := range []Mode{Batch, KeyValue} {
 		dir := t.TempDir()
-		opts := Options{Mode: mode, Columns: testColumns, Index: true}
+		opts := []Option{TensorIndex()}
 		if mode == Batch {
-			opts.BatchSize = 2
+			opts = append(opts, BatchSize(2))
 		}
-		w, err := Create(dir, opts)
+		w, err := Create(dir, mode, testColumns, opts...)
 		require.NoError(t, err)
 		for i := range 5 {
 			label, image := sample(i)
@@ -164,7 +171,7 @@ func TestFileModes(t *testing.T) {
 // dataset there, and Create refuses the directory, naming the leftovers.
 func TestKilledWriter(t *testing.T) {
 	if dir := os.Getenv("DATASET_KILLED_WRITER"); dir != "" {
-		w, err := Create(dir, Options{Mode: Batch, Columns: testColumns, BatchSize: 2, Index: true})
+		w, err := Create(dir, Batch, testColumns, BatchSize(2), TensorIndex())
 		if err != nil {
 			os.Exit(3)
 		}
@@ -209,7 +216,7 @@ func TestKilledWriter(t *testing.T) {
 	}
 	_, err = Open(dir)
 	assert.ErrorIs(t, err, os.ErrNotExist, "no manifest: no dataset")
-	_, err = Create(dir, Options{Mode: Batch, Columns: testColumns, BatchSize: 2})
+	_, err = Create(dir, Batch, testColumns, BatchSize(2))
 	assert.ErrorIs(t, err, ErrExists)
 	assert.ErrorContains(t, err, "part-")
 }

@@ -1,6 +1,7 @@
 package dataset
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -73,8 +74,8 @@ func sha(b []byte) string {
 // sparkOpenOptions returns the options that open a connector dataset: the
 // separator it was written with, and the columns where the separator is
 // empty.
-func sparkOpenOptions(exp sparkExpect, truth sparkTruth) []OpenOption {
-	var opts []OpenOption
+func sparkOpenOptions(exp sparkExpect, truth sparkTruth) []Option {
+	var opts []Option
 	if sep, ok := exp.Options["kv_separator"]; ok {
 		opts = append(opts, Separator(sep.(string)))
 		if sep == "" {
@@ -130,7 +131,7 @@ func checkAgainstTruth(t *testing.T, d *Dataset, truth sparkTruth) {
 	}
 	assert.Equal(t, truth.ManifestSamples, d.Manifest().TotalSamples)
 	i := 0
-	for smp, err := range d.Samples() {
+	for smp, err := range d.Samples(context.Background()) {
 		require.NoError(t, err)
 		require.Less(t, i, len(truth.Samples), "more samples than the shards hold")
 		want := truth.Samples[i]
@@ -254,7 +255,7 @@ func TestSparkEmptySeparator(t *testing.T) {
 	require.Len(t, d.Columns(), 1)
 	assert.Equal(t, "", d.Columns()[0].Name)
 	var keys []string
-	for smp, err := range d.Samples() {
+	for smp, err := range d.Samples(context.Background()) {
 		require.NoError(t, err)
 		keys = append(keys, smp.Key)
 		require.Len(t, smp.Tensors, 1)
@@ -321,7 +322,7 @@ func TestSparkUnaligned(t *testing.T) {
 	for _, name := range []string{"batch_tail_write", "batch_two_tasks", "kv_index", "kv_vary_shapes"} {
 		d, err := Open(filepath.Join("..", "testdata", "spark", name))
 		require.NoError(t, err)
-		for smp, err := range d.Samples() {
+		for smp, err := range d.Samples(context.Background()) {
 			require.NoError(t, err)
 			for _, tn := range smp.Tensors {
 				check(t, tn, true)

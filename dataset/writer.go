@@ -22,7 +22,7 @@ import (
 )
 
 // Tail is what Batch mode does with the last samples when they are fewer
-// than BatchSize.
+// than BatchSize; Create takes it with TailStrategy.
 type Tail int
 
 const (
@@ -37,7 +37,7 @@ const (
 )
 
 // Duplicates is what KeyValue mode does with a key given twice within a
-// shard. As in the connector, a key given again after its shard was
+// shard; Create takes it with DuplicatesStrategy. As in the connector, a key given again after its shard was
 // written is not noticed, so that memory stays bounded by one shard: it
 // ends up in two shards, and Dataset.Tensor finds the later one, as if the
 // last had won.
@@ -54,123 +54,6 @@ const (
 	DuplicatesLastWins
 )
 
-// Options describe a dataset to write. Mode and Columns are required; the
-// other fields apply to one mode and must be zero for the other.
-type Options struct {
-	Mode    Mode
-	Columns []Column // dtypes the connector reads: F16 F32 F64 BF16 U8 I8 U16 I16 U32 I32 U64 I64
-
-	// Batch mode.
-	BatchSize int  // samples a shard, at least 1; a shard stays under 2 GiB
-	Tail      Tail // TailWrite by default, as the connector
-
-	// KeyValue mode.
-	Separator         string     // between key and column in tensor names; "__" when empty, unless EmptySeparator
-	EmptySeparator    bool       // join key and column with nothing between, as the connector's kv_separator ""
-	TargetShardSizeMB int        // from 50 to 1000; 300 when zero
-	Duplicates        Duplicates // DuplicatesFail by default
-
-	// Index writes _tensor_index.parquet as Spark writes it: a directory
-	// of one Parquet part file and _SUCCESS, with each tensor's key,
-	// shard, shape and dtype. An empty dataset gets no index, as from the
-	// connector.
-	Index bool
-
-	// RoundToNearest makes WriteFloat32s and WriteKVFloat32s round to
-	// nearest even when they encode F16 and BF16, instead of encoding as
-	// the connector does.
-	RoundToNearest bool
-
-	// TaskID is the first number in the shards' names, from 0 to 99999, so
-	// that writers of the same dataset from several processes do not pick
-	// the same names; the manifest of each lists only its own shards.
-	TaskID int
-}
-
-// Limits on what a shard may hold: the connector's reader refuses shards
-// of 2 GiB or more.
-const (
-	maxShardSize    = math.MaxInt32 // bytes, the header included
-	maxKVSampleSize = 512 << 20     // a key-value sample's bytes
-)
-
-// check validates o, filling in defaults.
-func (o *Options) check() error {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
-	}
-	switch o.Mode {
-	case Batch:
-		if o.BatchSize < 1 {
-			return bad("batch mode needs a BatchSize of at least 1, not %d", o.BatchSize)
-		}
-		if o.Tail < TailWrite || o.Tail > TailPad {
-			return bad("unknown Tail %d", o.Tail)
-		}
-		if o.Separator != "" || o.EmptySeparator || o.TargetShardSizeMB != 0 || o.Duplicates != DuplicatesFail {
-			return bad("Separator, EmptySeparator, TargetShardSizeMB and Duplicates are for key-value mode")
-		}
-	case KeyValue:
-		if o.BatchSize != 0 || o.Tail != TailWrite {
-			return bad("BatchSize and Tail are for batch mode; key-value mode rolls shards over by size")
-		}
-		switch {
-		case o.EmptySeparator && o.Separator != "":
-			return bad("EmptySeparator with Separator %q", o.Separator)
-		case o.Separator == "" && !o.EmptySeparator:
-			o.Separator = "__"
-		}
-		if o.TargetShardSizeMB == 0 {
-			o.TargetShardSizeMB = 300
-		}
-		if o.TargetShardSizeMB < 50 || o.TargetShardSizeMB > 1000 {
-			return bad("TargetShardSizeMB %d is not from 50 to 1000", o.TargetShardSizeMB)
-		}
-		if o.Duplicates < DuplicatesFail || o.Duplicates > DuplicatesLastWins {
-			return bad("unknown Duplicates %d", o.Duplicates)
-		}
-	default:
-		return bad("Mode must be Batch or KeyValue")
-	}
-	if o.TaskID < 0 || o.TaskID > 99999 {
-		return bad("TaskID %d is not from 0 to 99999", o.TaskID)
-	}
-	if len(o.Columns) == 0 {
-		return bad("no columns")
-	}
-	seen := make(map[string]bool)
-	var sample uint64
-	for _, c := range o.Columns {
-		switch {
-		case c.Name == "":
-			return bad("a column has no name")
-		case seen[c.Name]:
-			return bad("column %q is given twice", c.Name)
-		case !sparkDType(c.DType):
-			return bad("column %q: the connector does not read dtype %v", c.Name, c.DType)
-		}
-		seen[c.Name] = true
-		n := uint64(c.DType.Bits() / 8)
-		for _, d := range c.Shape {
-			if d > math.MaxInt32 {
-				return bad("column %q: dimension %d does not fit the connector's int shapes", c.Name, d)
-			}
-			if d != 0 && n > maxShardSize/d {
-				return bad("column %q: a sample of shape %v is larger than 2 GiB", c.Name, c.Shape)
-			}
-			n *= d
-		}
-		sample += n
-	}
-	switch {
-	case o.Mode == Batch && sample > 0 && uint64(o.BatchSize) > maxShardSize/sample:
-		return bad("a batch of %d samples of %d bytes makes a shard of 2 GiB or more, which the connector cannot read", o.BatchSize, sample)
-	case o.Mode == KeyValue && sample > maxKVSampleSize:
-		return bad("a sample of %d bytes is larger than %d", sample, maxKVSampleSize)
-	}
-	return nil
-}
-
 // Writer writes a dataset, shard by shard, through the safetensors
 // package's header writer; see Create. A Writer is for one goroutine at a
 // time.
@@ -185,7 +68,7 @@ func (o *Options) check() error {
 // included, returns that same error.
 type Writer struct {
 	dir   string
-	opts  Options
+	opts  *config
 	cols  []Column // sorted by name
 	uuid  string
 	next  int      // the next shard's number
@@ -211,7 +94,7 @@ type Writer struct {
 	colOffsets  []int
 	sepInColumn bool
 
-	// perm[i] is the position in cols of the column Options.Columns[i];
+	// perm[i] is the position in cols of the column columns[i] of Create;
 	// sortBuf holds a sample's values in that order. given, shapeOf and
 	// shapeBuf serve WriteKVTensors: which columns a sample gave, their
 	// shapes, and the sample's entry of kvShard.shapes.
@@ -233,22 +116,25 @@ type Writer struct {
 	scratch  []byte
 }
 
-// Create starts writing a dataset into dir, which is created if needed. It
-// checks the options at once. The directory must not hold a dataset, nor
-// what a writer killed before its end leaves (shards part-*.safetensors
-// without a manifest, hidden temporary files, an index): Create refuses it
-// with ErrExists and names what it found, rather than let the connector's
-// reader, which reads every shard of the directory, take another writer's
-// shards for this dataset's. Shards are written as they fill up, each
-// atomically; Close writes the index (with Options.Index) and the manifest
-// last. On any error, and with Abort, everything written is removed. Every
-// file gets mode 0666 and every directory 0777, less the umask.
-func Create(dir string, opts Options) (*Writer, error) {
-	opts.Columns = slices.Clone(opts.Columns)
-	for i := range opts.Columns {
-		opts.Columns[i].Shape = slices.Clone(opts.Columns[i].Shape) // nil stays nil: no shape
-	}
-	if err := opts.check(); err != nil {
+// Create starts writing a dataset of the given mode and columns into dir,
+// which is created if needed. It checks the options at once: Batch mode
+// needs BatchSize; every option is for one mode or both (see each), and
+// one for the other mode fails with ErrInvalidOptions. The columns' dtypes
+// must be those the connector reads: F16 F32 F64 BF16 U8 I8 U16 I16 U32
+// I32 U64 I64.
+//
+// The directory must not hold a dataset, nor what a writer killed before
+// its end leaves (shards part-*.safetensors without a manifest, hidden
+// temporary files, an index): Create refuses it with ErrExists and names
+// what it found, rather than let the connector's reader, which reads every
+// shard of the directory, take another writer's shards for this dataset's.
+// Shards are written as they fill up, each atomically; Close writes the
+// index (with TensorIndex) and the manifest last. On any error, and with
+// Abort, everything written is removed. Every file gets mode 0666 and
+// every directory 0777, less the umask.
+func Create(dir string, mode Mode, columns []Column, opts ...Option) (*Writer, error) {
+	cfg, err := createConfig(mode, columns, opts)
+	if err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(dir, 0o777); err != nil {
@@ -259,40 +145,40 @@ func Create(dir string, opts Options) (*Writer, error) {
 	}
 	w := &Writer{
 		dir:     dir,
-		opts:    opts,
-		cols:    slices.SortedFunc(slices.Values(opts.Columns), func(a, b Column) int { return strings.Compare(a.Name, b.Name) }),
+		opts:    cfg,
+		cols:    slices.SortedFunc(slices.Values(cfg.columns), func(a, b Column) int { return strings.Compare(a.Name, b.Name) }),
 		uuid:    uuid4(),
 		keySeed: maphash.MakeSeed(),
 	}
-	switch opts.Mode {
+	switch cfg.mode {
 	case Batch:
 		// The shard's size, known now, must stay under 2 GiB.
 		var hdr bytes.Buffer
-		if _, err := safetensors.NewWriter(&hdr, w.batchSpecs(opts.BatchSize), nil); err != nil {
+		if _, err := safetensors.NewWriter(&hdr, w.batchSpecs(cfg.batchSize), nil); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 		}
 		var size uint64
 		for _, c := range w.cols {
-			size += uint64(opts.BatchSize) * c.sampleBytes()
+			size += uint64(cfg.batchSize) * c.sampleBytes()
 		}
 		if uint64(hdr.Len())+size > maxShardSize {
-			return nil, fmt.Errorf("%w: a batch of %d samples makes a shard of %d bytes, 2 GiB or more, which the connector cannot read", ErrInvalidOptions, opts.BatchSize, uint64(hdr.Len())+size)
+			return nil, fmt.Errorf("%w: a batch of %d samples makes a shard of %d bytes, 2 GiB or more, which the connector cannot read", ErrInvalidOptions, cfg.batchSize, uint64(hdr.Len())+size)
 		}
 	case KeyValue:
 		off := 0
 		for _, c := range w.cols {
 			w.colOffsets = append(w.colOffsets, off)
 			off += int(c.sampleBytes())
-			w.sepInColumn = w.sepInColumn || opts.Separator == "" || strings.Contains(c.Name, opts.Separator)
+			w.sepInColumn = w.sepInColumn || cfg.sep == "" || strings.Contains(c.Name, cfg.sep)
 		}
 		w.kv = newKVShard(w.cols)
 		w.given, w.shapeOf = make([]bool, len(w.cols)), make([][]uint64, len(w.cols))
 	}
-	w.perm = make([]int, len(opts.Columns))
-	for i, c := range opts.Columns {
+	w.perm = make([]int, len(cfg.columns))
+	for i, c := range cfg.columns {
 		w.perm[i], _ = findColumn(w.cols, c.Name)
 	}
-	w.sortBuf = make([][]byte, len(opts.Columns))
+	w.sortBuf = make([][]byte, len(cfg.columns))
 	f, _, err := createTemp(dir, ".tensor_index-spill")
 	if err != nil {
 		return nil, err
@@ -368,12 +254,12 @@ func (w *Writer) check() error {
 }
 
 // checkValues checks that values has one value of the right size for each
-// column; values are in the order of Options.Columns.
+// column; values are in the order of Create's columns.
 func (w *Writer) checkValues(values [][]byte) error {
-	if len(values) != len(w.opts.Columns) {
-		return fmt.Errorf("%w: %d values for %d columns", ErrInvalidSample, len(values), len(w.opts.Columns))
+	if len(values) != len(w.opts.columns) {
+		return fmt.Errorf("%w: %d values for %d columns", ErrInvalidSample, len(values), len(w.opts.columns))
 	}
-	for i, c := range w.opts.Columns {
+	for i, c := range w.opts.columns {
 		if uint64(len(values[i])) != c.sampleBytes() {
 			return fmt.Errorf("%w: column %q: %d bytes, want %d (%v %v)", ErrInvalidSample, c.Name, len(values[i]), c.sampleBytes(), c.DType, c.Shape)
 		}
@@ -382,7 +268,7 @@ func (w *Writer) checkValues(values [][]byte) error {
 }
 
 // sorted returns the values of a sample, given in the order of
-// Options.Columns, in the order of w.cols, in a buffer that the next call
+// Create's columns, in the order of w.cols, in a buffer that the next call
 // reuses.
 func (w *Writer) sorted(values [][]byte) [][]byte {
 	for i, v := range values {
@@ -392,7 +278,7 @@ func (w *Writer) sorted(values [][]byte) [][]byte {
 }
 
 // WriteSample adds a sample in Batch mode: one value for each column, in
-// the order of Options.Columns, as the little-endian bytes of the column's
+// the order of the columns given to Create, as the little-endian bytes of the column's
 // dtype and shape. The bytes are copied. A shard is written each BatchSize
 // samples, in pieces as they come, so that memory stays bounded whatever
 // the batch size.
@@ -400,7 +286,7 @@ func (w *Writer) WriteSample(values ...[]byte) error {
 	if err := w.check(); err != nil {
 		return err
 	}
-	if w.opts.Mode != Batch {
+	if w.opts.mode != Batch {
 		return fmt.Errorf("%w: WriteSample is for batch mode; use WriteKV", ErrInvalidSample)
 	}
 	if err := w.checkValues(values); err != nil {
@@ -409,7 +295,7 @@ func (w *Writer) WriteSample(values ...[]byte) error {
 	if err := w.batchAdd(w.sorted(values)); err != nil {
 		return w.fail(err)
 	}
-	if w.batch.n == w.opts.BatchSize {
+	if w.batch.n == w.opts.batchSize {
 		return w.batchFinish()
 	}
 	return nil
@@ -425,7 +311,7 @@ func (w *Writer) WriteKV(key string, values ...[]byte) error {
 	if err := w.check(); err != nil {
 		return err
 	}
-	if w.opts.Mode != KeyValue {
+	if w.opts.mode != KeyValue {
 		return fmt.Errorf("%w: WriteKV is for key-value mode; use WriteSample", ErrInvalidSample)
 	}
 	if err := w.checkValues(values); err != nil {
@@ -452,7 +338,7 @@ func (w *Writer) WriteKVTensors(key string, tensors ...safetensors.Tensor) error
 	if err := w.check(); err != nil {
 		return err
 	}
-	if w.opts.Mode != KeyValue {
+	if w.opts.mode != KeyValue {
 		return fmt.Errorf("%w: WriteKVTensors is for key-value mode; use WriteSample", ErrInvalidSample)
 	}
 	if len(tensors) != len(w.cols) {
@@ -570,7 +456,7 @@ func (w *Writer) sampleHeaderSize(key string, shapes []uint32) int {
 			rank = int(shapes[p])
 			p += 1 + rank
 		}
-		hdr += tensorHeaderSize(key, w.opts.Separator, c.Name, rank)
+		hdr += tensorHeaderSize(key, w.opts.sep, c.Name, rank)
 	}
 	return hdr
 }
@@ -590,7 +476,7 @@ func (w *Writer) addKV(key string, values [][]byte, shapes []uint32, hdr int) er
 	}
 	i, h := w.kv.find(key)
 	if i >= 0 {
-		if w.opts.Duplicates == DuplicatesFail {
+		if w.opts.duplicates == DuplicatesFail {
 			return w.fail(fmt.Errorf("%w: %q in shard %04d of %s (Duplicates is DuplicatesFail; nothing was kept)", ErrDuplicateKey, key, w.next, w.dir))
 		}
 		w.kv.remove(i)
@@ -604,7 +490,7 @@ func (w *Writer) addKV(key string, values [][]byte, shapes []uint32, hdr int) er
 	w.kv.add(key, h, values, shapes)
 	w.kv.rows++
 	w.kv.estimate += int64(size) + 200*int64(len(values))
-	if w.kv.estimate >= int64(w.opts.TargetShardSizeMB)<<20 {
+	if w.kv.estimate >= int64(w.opts.targetMB)<<20 {
 		return w.flushKV()
 	}
 	return nil
@@ -632,7 +518,7 @@ func (w *Writer) shardName() string {
 
 // peekShardName returns the name of the next shard.
 func (w *Writer) peekShardName() string {
-	return fmt.Sprintf("part-%05d-%04d-%s.safetensors", w.opts.TaskID, w.next, w.uuid)
+	return fmt.Sprintf("part-%05d-%04d-%s.safetensors", w.opts.taskID, w.next, w.uuid)
 }
 
 // flushKV writes the current key-value shard.
@@ -646,7 +532,7 @@ func (w *Writer) flushKV() error {
 		key := w.kv.key(liveSample(live, l))
 		for _, c := range w.cols {
 			sb.Write(key)
-			sb.WriteString(w.opts.Separator)
+			sb.WriteString(w.opts.sep)
 			sb.WriteString(c.Name)
 		}
 	}
@@ -667,7 +553,7 @@ func (w *Writer) flushKV() error {
 	for l := range nlive {
 		keyLen := len(w.kv.key(liveSample(live, l)))
 		for _, c := range w.cols {
-			name := all[pos : pos+keyLen+len(w.opts.Separator)+len(c.Name)]
+			name := all[pos : pos+keyLen+len(w.opts.sep)+len(c.Name)]
 			pos += len(name)
 			if seen != nil {
 				if seen[name] {
@@ -744,7 +630,7 @@ func (w *Writer) recordShard(name string, samples int64, h *safetensors.Header) 
 	w.shards = append(w.shards, Shard{Path: name, Samples: samples, Bytes: size})
 	w.totalSamples += samples
 	w.totalBytes += size
-	if w.first == nil && w.opts.Mode == Batch {
+	if w.first == nil && w.opts.mode == Batch {
 		// Only a batch header, of one tensor a column, is kept: a
 		// key-value header may hold a million tensors.
 		w.first = h
@@ -775,25 +661,25 @@ func (w *Writer) spillTensor(t safetensors.TensorInfo, shard int) error {
 	return err
 }
 
-// Close writes what remains: the last batch as Options.Tail says, or the
-// last key-value shard; then the index, with Options.Index, and the
+// Close writes what remains: the last batch as TailStrategy says, or the
+// last key-value shard; then the index, with TensorIndex, and the
 // manifest, each atomically. On failure everything written is removed.
 func (w *Writer) Close() error {
 	if err := w.check(); err != nil {
 		return err
 	}
 	switch {
-	case w.opts.Mode == Batch && w.batch.f != nil:
+	case w.opts.mode == Batch && w.batch.f != nil:
 		if err := w.batchFinish(); err != nil {
 			return err
 		}
-	case w.opts.Mode == KeyValue && w.kv.len() > 0:
+	case w.opts.mode == KeyValue && w.kv.len() > 0:
 		if err := w.flushKV(); err != nil {
 			return err
 		}
 	}
 	w.kv = kvShard{} // its memory, for the index and the manifest
-	if w.opts.Index && len(w.shards) > 0 {
+	if w.opts.index && len(w.shards) > 0 {
 		if err := w.writeIndex(); err != nil {
 			return w.fail(err)
 		}
@@ -854,7 +740,7 @@ func (w *Writer) schema(f func(name []byte, dtype safetensors.DType, shape []uin
 	if len(w.shards) == 0 {
 		return nil
 	}
-	if w.opts.Mode == Batch {
+	if w.opts.mode == Batch {
 		for _, t := range w.first.Tensors {
 			if err := f([]byte(t.Name), t.DType, t.Shape); err != nil {
 				return err
@@ -878,7 +764,7 @@ func (w *Writer) schema(f func(name []byte, dtype safetensors.DType, shape []uin
 		}
 	}
 	names := make(map[string]bool)
-	sep := []byte(w.opts.Separator)
+	sep := []byte(w.opts.sep)
 	return w.readSpill(func(e *spillEntry) error {
 		if twice != nil {
 			// The key is the name less the separator and a column.
@@ -1081,7 +967,7 @@ func (w *Writer) Abort() {
 // WriteFloat32s is WriteSample for columns of dtype F32, F64, F16 or BF16,
 // from float32 values. F16 and BF16 are encoded as the connector encodes
 // them (see the package documentation), or rounded to nearest even with
-// Options.RoundToNearest.
+// RoundToNearest.
 func (w *Writer) WriteFloat32s(values ...[]float32) error {
 	encoded, err := w.encode(values)
 	if err != nil {
@@ -1102,21 +988,21 @@ func (w *Writer) WriteKVFloat32s(key string, values ...[]float32) error {
 
 // encode encodes float32 values for the columns, in order.
 func (w *Writer) encode(values [][]float32) ([][]byte, error) {
-	if len(values) != len(w.opts.Columns) {
-		return nil, fmt.Errorf("%w: %d values for %d columns", ErrInvalidSample, len(values), len(w.opts.Columns))
+	if len(values) != len(w.opts.columns) {
+		return nil, fmt.Errorf("%w: %d values for %d columns", ErrInvalidSample, len(values), len(w.opts.columns))
 	}
 	out := make([][]byte, len(values))
-	for i, c := range w.opts.Columns {
+	for i, c := range w.opts.columns {
 		v := values[i]
 		switch c.DType {
 		case safetensors.F16:
-			if w.opts.RoundToNearest {
+			if w.opts.roundToNearest {
 				out[i] = safetensors.F32sToF16Bytes(nil, v, safetensors.RoundNearestEven)
 			} else {
 				out[i] = appendSparkF16(nil, v)
 			}
 		case safetensors.BF16:
-			if w.opts.RoundToNearest {
+			if w.opts.roundToNearest {
 				out[i] = safetensors.F32sToBF16Bytes(nil, v, safetensors.RoundNearestEven)
 			} else {
 				out[i] = appendSparkBF16(nil, v)

@@ -33,11 +33,11 @@ var columns = []dataset.Column{
 func write(t *testing.T, mode dataset.Mode) string {
 	t.Helper()
 	dir := t.TempDir()
-	opts := dataset.Options{Mode: mode, Columns: columns, Index: true, TaskID: 3}
+	opts := []dataset.Option{dataset.TensorIndex(), dataset.TaskID(3)}
 	if mode == dataset.Batch {
-		opts.BatchSize, opts.Tail = 4, dataset.TailWrite
+		opts = append(opts, dataset.BatchSize(4), dataset.TailStrategy(dataset.TailWrite))
 	}
-	w, err := dataset.Create(dir, opts)
+	w, err := dataset.Create(dir, mode, columns, opts...)
 	require.NoError(t, err)
 	for i := range 10 {
 		emb := make([]float32, 8)

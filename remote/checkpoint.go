@@ -25,12 +25,7 @@ const (
 // header.
 const maxIndexSize = safetensors.MaxHeaderSize
 
-// OpenIndex is OpenIndexContext with context.Background().
-func OpenIndex(client *http.Client, url string, opts ...Option) (*safetensors.Sharded, error) {
-	return OpenIndexContext(context.Background(), client, url, opts...)
-}
-
-// OpenIndexContext opens a model's checkpoint over HTTP, as
+// OpenIndex opens a model's checkpoint over HTTP, as
 // safetensors.OpenIndex opens one on disk, and gives the same reading API
 // and the same checks (safetensors.NewSharded's). url is one of
 //
@@ -45,13 +40,12 @@ func OpenIndex(client *http.Client, url string, opts ...Option) (*safetensors.Sh
 // It fetches the index, then the headers of the shards, whose URLs are the
 // index's with the shard's file name in place of its own, eight at once
 // (as safetensors.NewSharded opens them), each with one range request as
-// OpenContext makes. Each
-// shard is a Reader from OpenContext, pinned to the version its first
-// request saw. ctx governs the checkpoint's later reads too.
+// Open makes. Each shard is a Reader from Open, pinned to the version its
+// first request saw. ctx governs the checkpoint's later reads too.
 //
 // For a single file, the Sharded's Metadata is the file's, without the
 // keys total_size and total_parameters, which an index reserves.
-func OpenIndexContext(ctx context.Context, client *http.Client, rawURL string, opts ...Option) (*safetensors.Sharded, error) {
+func OpenIndex(ctx context.Context, client *http.Client, rawURL string, opts ...Option) (*safetensors.Sharded, error) {
 	cfg, err := newConfig(opts)
 	if err != nil {
 		return nil, err
@@ -90,7 +84,7 @@ func isNotFound(err error) bool {
 
 // openSingle opens the file at u as a Sharded of one shard.
 func openSingle(ctx context.Context, client *http.Client, u *url.URL, opts []Option) (*safetensors.Sharded, error) {
-	f, err := StatContext(ctx, client, u.String(), opts...)
+	f, err := Stat(ctx, client, u.String(), opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +126,7 @@ func openSharded(ctx context.Context, client *http.Client, u *url.URL, cfg *conf
 	dir.Path, dir.RawPath = path.Dir(u.Path), ""
 	dir.RawQuery, dir.Fragment = "", ""
 	open := func(shard string) (*safetensors.Reader, error) {
-		f, err := StatContext(ctx, client, dir.JoinPath(strings.Split(shard, "/")...).String(), opts...)
+		f, err := Stat(ctx, client, dir.JoinPath(strings.Split(shard, "/")...).String(), opts...)
 		if err != nil {
 			return nil, err
 		}

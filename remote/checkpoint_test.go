@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -71,7 +72,7 @@ func TestOpenIndex(t *testing.T) {
 	_, base, count, peak := hub(t, dir, 20*time.Millisecond)
 	for _, u := range []string{base + "/model.safetensors.index.json", base, base + "/"} {
 		count.Store(0)
-		s, err := OpenIndex(nil, u)
+		s, err := OpenIndex(context.Background(), nil, u)
 		require.NoError(t, err, u)
 		assert.Len(t, s.Shards(), 7)
 		sameCheckpoint(t, dir, s)
@@ -86,7 +87,7 @@ func TestOpenIndexSingleFile(t *testing.T) {
 	_, base, count, _ := hub(t, dir, 0)
 	for _, u := range []string{base, base + "/model.safetensors"} {
 		count.Store(0)
-		s, err := OpenIndex(nil, u)
+		s, err := OpenIndex(context.Background(), nil, u)
 		require.NoError(t, err, u)
 		assert.Equal(t, []string{"model.safetensors"}, s.Shards())
 		assert.Equal(t, map[string]string{"format": "pt"}, s.Metadata())
@@ -98,7 +99,7 @@ func TestOpenIndexSingleFile(t *testing.T) {
 
 func TestOpenIndexErrors(t *testing.T) {
 	_, base, _, _ := hub(t, t.TempDir(), 0)
-	_, err := OpenIndex(nil, base)
+	_, err := OpenIndex(context.Background(), nil, base)
 	assert.ErrorContains(t, err, "404")
 	assert.ErrorContains(t, err, "model.safetensors.index.json")
 
@@ -106,7 +107,7 @@ func TestOpenIndexErrors(t *testing.T) {
 	dir := checkpoint(t, 20, 1000, 3000)
 	_, base, _, _ = hub(t, dir, 0)
 	require.NoError(t, os.Remove(filepath.Join(dir, "model-00002-of-00007.safetensors")))
-	_, err = OpenIndex(nil, base)
+	_, err = OpenIndex(context.Background(), nil, base)
 	assert.ErrorIs(t, err, safetensors.ErrInvalidIndex)
 	assert.ErrorContains(t, err, "404")
 
@@ -116,11 +117,11 @@ func TestOpenIndexErrors(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join(other, "model.safetensors"))
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "model-00003-of-00007.safetensors"), data, 0o666))
-	_, err = OpenIndex(nil, base+"/model.safetensors.index.json")
+	_, err = OpenIndex(context.Background(), nil, base+"/model.safetensors.index.json")
 	assert.ErrorIs(t, err, safetensors.ErrInvalidIndex)
 
 	// An index that is not JSON.
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "model.safetensors.index.json"), []byte("<html>"), 0o666))
-	_, err = OpenIndex(nil, base)
+	_, err = OpenIndex(context.Background(), nil, base)
 	assert.ErrorIs(t, err, safetensors.ErrInvalidIndex)
 }

@@ -34,7 +34,7 @@ func ExampleOpen() {
 	srv := serveFile(file.Bytes())
 	defer srv.Close()
 
-	r, err := remote.Open(srv.Client(), srv.URL+"/model.safetensors")
+	r, err := remote.Open(context.Background(), srv.Client(), srv.URL+"/model.safetensors")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func ExampleStat() {
 	srv := serveFile(file.Bytes())
 	defer srv.Close()
 
-	f, err := remote.Stat(srv.Client(), srv.URL)
+	f, err := remote.Stat(context.Background(), srv.Client(), srv.URL)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -97,14 +97,14 @@ func ExampleHeader() {
 	url := hub.URL + "/org/gated/resolve/main/model.safetensors"
 
 	token := "hf_example" // os.Getenv("HF_TOKEN")
-	r, err := remote.OpenContext(context.Background(), nil, url, remote.Header("Authorization", "Bearer "+token))
+	r, err := remote.Open(context.Background(), nil, url, remote.Header("Authorization", "Bearer "+token))
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer r.Close()
 	fmt.Println(r.Names())
 
-	_, err = remote.Open(nil, url) // without the token
+	_, err = remote.Open(context.Background(), nil, url) // without the token
 	fmt.Println(err != nil)
 	// Output:
 	// [x]
@@ -132,7 +132,7 @@ func ExampleOpenIndex() {
 	hub := httptest.NewServer(http.StripPrefix("/org/model/resolve/main", http.FileServer(http.Dir(dir))))
 	defer hub.Close()
 
-	ckpt, err := remote.OpenIndex(nil, hub.URL+"/org/model/resolve/main")
+	ckpt, err := remote.OpenIndex(context.Background(), nil, hub.URL+"/org/model/resolve/main")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -173,13 +173,13 @@ func ExampleRetries() {
 
 	ctx := context.Background()
 	opts := []remote.Option{remote.Retries(2), remote.StallTimeout(10 * time.Second)}
-	f, err := remote.StatContext(ctx, srv.Client(), srv.URL, opts...)
+	f, err := remote.Stat(ctx, srv.Client(), srv.URL, opts...)
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Printf("%d bytes after %d requests\n", f.Size(), f.Requests())
 
-	r, err := remote.OpenContext(ctx, srv.Client(), srv.URL, append(opts, remote.ReadOptions(safetensors.Strict()))...)
+	r, err := remote.Open(ctx, srv.Client(), srv.URL, append(opts, remote.ReadOptions(safetensors.Strict()))...)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -43,7 +43,7 @@ func loadServer(t *testing.T, dir string, delay time.Duration) (base string, rea
 func TestLoader(t *testing.T) {
 	dir := checkpoint(t, 12, 100_000, 300_000)
 	base, reads, peak := loadServer(t, dir, 10*time.Millisecond)
-	s, err := OpenIndex(nil, base)
+	s, err := OpenIndex(context.Background(), nil, base)
 	require.NoError(t, err)
 	defer s.Close()
 	local, err := safetensors.OpenIndex(dir)
@@ -70,7 +70,7 @@ func TestLoader(t *testing.T) {
 func TestLoaderChanged(t *testing.T) {
 	dir := checkpoint(t, 12, 100_000, 300_000)
 	base, _, _ := loadServer(t, dir, 0)
-	s, err := OpenIndex(nil, base)
+	s, err := OpenIndex(context.Background(), nil, base)
 	require.NoError(t, err)
 	defer s.Close()
 	// Replace a shard with one of the same size: FileServer's

@@ -24,8 +24,9 @@
 // object replaced by one of the same size without this package noticing:
 // only the size is checked.
 //
-// No call can hang forever. Every network call takes a [context.Context]
-// (the short forms use context.Background()), and every request fails after
+// No call can hang forever. Every function that reads over the network
+// takes a [context.Context] first, which governs its later reads too, and
+// takes [Option]s last; every request fails after
 // [DefaultStallTimeout] without progress, waiting for the response or for
 // the next bytes of its body: a timeout on stalls, never on the whole
 // request, so that a slow read of a large tensor is not cut. Reads are
@@ -41,7 +42,7 @@
 // range requests at once, in chunks, into memory it bounds and reuses (or
 // the caller's), and hands each tensor over as soon as it has arrived:
 //
-//	ckpt, err := remote.OpenIndexContext(ctx, nil, "https://huggingface.co/org/model/resolve/main")
+//	ckpt, err := remote.OpenIndex(ctx, nil, "https://huggingface.co/org/model/resolve/main")
 //	loader := &safetensors.Loader{Concurrency: 16, MemoryLimit: 1 << 30}
 //	for t, err := range loader.Load(ctx, ckpt) {
 //		// t.Data is valid until the next iteration
@@ -125,8 +126,9 @@ const (
 	MaxRetryAfter = 30 * time.Second
 )
 
-// An Option changes how a File, a Reader or a checkpoint is read. Pass
-// options to [OpenContext], [Stat], [OpenIndex] and their Context forms.
+// An Option changes how a File, a Reader or a checkpoint is read: [Open],
+// [OpenIndex] and [Stat] take them all, except that Stat, which makes no
+// Reader, ignores [ReadOptions].
 type Option func(*config) error
 
 type config struct {
@@ -188,8 +190,8 @@ func Retries(n int) Option {
 }
 
 // ReadOptions returns an option that passes options to the
-// safetensors.NewReaderAt that OpenContext and OpenIndexContext call, such
-// as safetensors.Strict().
+// safetensors.NewReaderAt that Open and OpenIndex call, such as
+// safetensors.Strict(). Stat ignores it.
 func ReadOptions(opts ...safetensors.ReadOption) Option {
 	return func(c *config) error {
 		c.readOpts = append(c.readOpts, opts...)
@@ -223,7 +225,8 @@ func defaultTransport() http.RoundTripper {
 //
 // A File keeps the context it was made with, as an http.Request does: its
 // reads fail once that context is done. WithContext gives a File that reads
-// the same object under another context.
+// the same object under another context, as f.WithContext(ctx).ReadAt(p,
+// off) reads under ctx.
 type File struct {
 	*object
 	ctx context.Context
@@ -245,12 +248,7 @@ type object struct {
 	requests atomic.Int64
 }
 
-// Stat is StatContext with context.Background().
-func Stat(client *http.Client, url string, opts ...Option) (*File, error) {
-	return StatContext(context.Background(), client, url, opts...)
-}
-
-// StatContext returns a File that reads the object at url, after one
+// Stat returns a File that reads the object at url, after one
 // ranged GET of its first 64 KiB, which gives its size (from
 // Content-Range), its version (ETag, Last-Modified) and the bytes that hold
 // the header of most safetensors files, kept so that reading them again
@@ -259,7 +257,9 @@ func Stat(client *http.Client, url string, opts ...Option) (*File, error) {
 // more than safetensors.MaxHeaderSize, and closes the connection; the
 // File's later reads past those bytes fail with ErrNoRange. A nil client
 // means DefaultClient.
-func StatContext(ctx context.Context, client *http.Client, url string, opts ...Option) (*File, error) {
+//
+// ctx governs the File's later reads too: they fail once it is done.
+func Stat(ctx context.Context, client *http.Client, url string, opts ...Option) (*File, error) {
 	cfg, err := newConfig(opts)
 	if err != nil {
 		return nil, err
@@ -274,23 +274,16 @@ func StatContext(ctx context.Context, client *http.Client, url string, opts ...O
 	return &File{object: o, ctx: ctx}, nil
 }
 
-// Open is OpenContext with context.Background() and the default options;
-// opts go to safetensors.NewReaderAt. Use OpenContext to send headers or
-// change the timeouts.
-func Open(client *http.Client, url string, opts ...safetensors.ReadOption) (*safetensors.Reader, error) {
-	return OpenContext(context.Background(), client, url, ReadOptions(opts...))
-}
-
-// OpenContext reads and validates the header of the safetensors file at
-// url, as safetensors.NewReaderAt does, with one range request (two for a
-// header longer than 64 KiB), and returns a Reader that fetches each tensor
-// with one more range request when it is asked for; see StatContext. A nil
-// client means DefaultClient.
+// Open reads and validates the header of the safetensors file at url, as
+// safetensors.NewReaderAt does, with one range request (two for a header
+// longer than 64 KiB), and returns a Reader that fetches each tensor with
+// one more range request when it is asked for; see Stat. A nil client
+// means DefaultClient.
 //
 // ctx governs the Reader's later reads too: they fail once it is done.
 // Pass the options of safetensors.NewReaderAt with ReadOptions.
-func OpenContext(ctx context.Context, client *http.Client, url string, opts ...Option) (*safetensors.Reader, error) {
-	f, err := StatContext(ctx, client, url, opts...)
+func Open(ctx context.Context, client *http.Client, url string, opts ...Option) (*safetensors.Reader, error) {
+	f, err := Stat(ctx, client, url, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -299,11 +292,6 @@ func OpenContext(ctx context.Context, client *http.Client, url string, opts ...O
 		return nil, fmt.Errorf("%s: %w", url, err)
 	}
 	return r, nil
-}
-
-// ReadAtContext is ReadAt under ctx rather than the File's context.
-func (f *File) ReadAtContext(ctx context.Context, p []byte, off int64) (int, error) {
-	return f.WithContext(ctx).ReadAt(p, off)
 }
 
 // WithContext returns a File reading the same object, with the same
@@ -331,7 +319,7 @@ func (f *File) Version() string {
 }
 
 // Ranged reports whether the server honours Range requests. If not, only
-// the first bytes that StatContext read can be read.
+// the first bytes that Stat read can be read.
 func (f *File) Ranged() bool { return f.ranged }
 
 // Requests returns the number of HTTP requests made so far, the first and

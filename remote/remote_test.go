@@ -48,7 +48,7 @@ var fast = []Option{StallTimeout(time.Second), Retries(2)}
 
 func TestOpen(t *testing.T) {
 	srv, data, count := serve(t, "valid/metadata_present.safetensors")
-	r, err := Open(srv.Client(), srv.URL)
+	r, err := Open(context.Background(), srv.Client(), srv.URL)
 	require.NoError(t, err)
 	defer r.Close()
 	assert.Equal(t, int64(1), count.Load(), "one range request for the size and the header")
@@ -74,12 +74,10 @@ func TestOpenReadOptions(t *testing.T) {
 		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(data))
 	}))
 	defer srv.Close()
-	r, err := Open(srv.Client(), srv.URL)
+	r, err := Open(context.Background(), srv.Client(), srv.URL)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"x"}, r.Names())
-	_, err = Open(srv.Client(), srv.URL, safetensors.Strict())
-	assert.ErrorIs(t, err, safetensors.ErrInvalidHeader)
-	_, err = OpenContext(context.Background(), srv.Client(), srv.URL, ReadOptions(safetensors.Strict()))
+	_, err = Open(context.Background(), srv.Client(), srv.URL, ReadOptions(safetensors.Strict()))
 	assert.ErrorIs(t, err, safetensors.ErrInvalidHeader)
 }
 
@@ -88,7 +86,7 @@ func TestOpenReadOptions(t *testing.T) {
 func TestOpenLargeHeader(t *testing.T) {
 	srv, data, count := serve(t, "valid/many_5000.safetensors")
 	require.Greater(t, len(data), probeLen)
-	r, err := Open(nil, srv.URL) // the default client reaches httptest's server too
+	r, err := Open(context.Background(), nil, srv.URL) // the default client reaches httptest's server too
 	require.NoError(t, err)
 	defer r.Close()
 	assert.Len(t, r.Names(), 5000)
@@ -97,7 +95,7 @@ func TestOpenLargeHeader(t *testing.T) {
 
 func TestOpenInvalid(t *testing.T) {
 	srv, _, _ := serve(t, "invalid/layout_hole_4.safetensors")
-	_, err := Open(srv.Client(), srv.URL)
+	_, err := Open(context.Background(), srv.Client(), srv.URL)
 	assert.ErrorIs(t, err, safetensors.ErrInvalidOffset)
 	assert.Contains(t, err.Error(), srv.URL)
 
@@ -107,7 +105,7 @@ func TestOpenInvalid(t *testing.T) {
 		http.NotFound(w, r)
 	}))
 	defer missing.Close()
-	_, err = Open(missing.Client(), missing.URL)
+	_, err = Open(context.Background(), missing.Client(), missing.URL)
 	assert.ErrorContains(t, err, "404")
 	assert.Equal(t, int64(1), count.Load(), "a 404 is not retried")
 
@@ -115,13 +113,13 @@ func TestOpenInvalid(t *testing.T) {
 		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(nil))
 	}))
 	defer empty.Close()
-	_, err = Open(empty.Client(), empty.URL)
+	_, err = Open(context.Background(), empty.Client(), empty.URL)
 	assert.ErrorIs(t, err, safetensors.ErrHeaderTooSmall)
 }
 
 func TestReadAt(t *testing.T) {
 	srv, data, count := serve(t, "valid/metadata_present.safetensors")
-	f, err := Stat(srv.Client(), srv.URL)
+	f, err := Stat(context.Background(), srv.Client(), srv.URL)
 	require.NoError(t, err)
 	assert.Equal(t, int64(len(data)), f.Size())
 	assert.True(t, f.Ranged())
@@ -204,7 +202,7 @@ func (s *rangeServer) handle(w http.ResponseWriter, r *http.Request) {
 // open opens the server's file and reads every tensor, and returns the
 // first error.
 func (s *rangeServer) open(opts ...Option) error {
-	r, err := OpenContext(context.Background(), s.Client(), s.URL, append(fast, opts...)...)
+	r, err := Open(context.Background(), s.Client(), s.URL, append(fast, opts...)...)
 	if err != nil {
 		return err
 	}
@@ -362,7 +360,7 @@ func TestZooFirstRequest(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newRangeServer(t, data, tc.misbehave)
-			_, err := OpenContext(context.Background(), s.Client(), s.URL, fast...)
+			_, err := Open(context.Background(), s.Client(), s.URL, fast...)
 			assert.ErrorIs(t, err, tc.want)
 			assert.ErrorContains(t, err, s.URL)
 		})
@@ -405,7 +403,7 @@ func TestPinnedVersion(t *testing.T) {
 				http.ServeContent(w, r, "", mod, bytes.NewReader(data))
 			}))
 			defer srv.Close()
-			r, err := OpenContext(context.Background(), srv.Client(), srv.URL, fast...)
+			r, err := Open(context.Background(), srv.Client(), srv.URL, fast...)
 			require.NoError(t, err)
 			_, err = r.Tensor("b")
 			require.NoError(t, err)
@@ -438,7 +436,7 @@ func TestSizeChanged(t *testing.T) {
 		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(data))
 	}))
 	defer srv.Close()
-	r, err := OpenContext(context.Background(), srv.Client(), srv.URL, fast...)
+	r, err := Open(context.Background(), srv.Client(), srv.URL, fast...)
 	require.NoError(t, err)
 	replaced.Store(true)
 	_, err = r.Tensor("a")
@@ -579,7 +577,7 @@ func TestStalls(t *testing.T) {
 	s := newRangeServer(t, data, func(n int64, w http.ResponseWriter, r *http.Request, resp *response) bool {
 		return stallHeader(2, w, r, resp)
 	})
-	_, err := OpenContext(context.Background(), nil, s.URL, StallTimeout(100*time.Millisecond), Retries(0))
+	_, err := Open(context.Background(), nil, s.URL, StallTimeout(100*time.Millisecond), Retries(0))
 	assert.ErrorIs(t, err, ErrStalled)
 
 	// Slow but steady: 20 pieces 25 ms apart, with a stall timeout of 250 ms.
@@ -598,7 +596,7 @@ func TestStalls(t *testing.T) {
 		}
 		return true
 	})
-	r, err := OpenContext(context.Background(), s.Client(), s.URL, StallTimeout(250*time.Millisecond), Retries(0))
+	r, err := Open(context.Background(), s.Client(), s.URL, StallTimeout(250*time.Millisecond), Retries(0))
 	require.NoError(t, err)
 	start := time.Now()
 	_, err = r.Tensor("a")
@@ -618,7 +616,7 @@ func TestContext(t *testing.T) {
 		return true
 	})
 	ctx, cancel := context.WithCancel(context.Background())
-	r, err := OpenContext(ctx, s.Client(), s.URL, StallTimeout(0))
+	r, err := Open(ctx, s.Client(), s.URL, StallTimeout(0))
 	require.NoError(t, err)
 	time.AfterFunc(50*time.Millisecond, cancel)
 	_, err = r.Tensor("a")
@@ -626,18 +624,16 @@ func TestContext(t *testing.T) {
 	assert.Equal(t, int64(2), s.count.Load())
 
 	// WithContext reads under another context.
-	f, err := StatContext(ctx, s.Client(), s.URL)
+	f, err := Stat(ctx, s.Client(), s.URL)
 	assert.ErrorIs(t, err, context.Canceled)
 	assert.Nil(t, f)
 	s = newRangeServer(t, data, nil)
 	ctx2, cancel2 := context.WithCancel(context.Background())
-	f, err = StatContext(ctx2, s.Client(), s.URL)
+	f, err = Stat(ctx2, s.Client(), s.URL)
 	require.NoError(t, err)
 	cancel2()
 	_, err = f.ReadAt(make([]byte, 8), probeLen+100)
 	assert.ErrorIs(t, err, context.Canceled)
-	_, err = f.ReadAtContext(context.Background(), make([]byte, 8), probeLen+100)
-	assert.NoError(t, err)
 	_, err = f.WithContext(context.Background()).ReadAt(make([]byte, 8), probeLen+100)
 	assert.NoError(t, err)
 }
@@ -654,7 +650,7 @@ func TestNoRange(t *testing.T) {
 			w.Write(data)
 		}))
 		defer srv.Close()
-		r, err := Open(srv.Client(), srv.URL)
+		r, err := Open(context.Background(), srv.Client(), srv.URL)
 		require.NoError(t, err, name)
 		local, _ := safetensors.NewReader(data)
 		assert.Equal(t, local.Header(), r.Header())
@@ -678,7 +674,7 @@ func TestNoRange(t *testing.T) {
 		w.Write([]byte("y"))
 	}))
 	defer srv.Close()
-	_, err := Open(srv.Client(), srv.URL)
+	_, err := Open(context.Background(), srv.Client(), srv.URL)
 	assert.ErrorIs(t, err, ErrNoRange)
 
 	// A header length beyond the body: the read stops at the body's end.
@@ -689,7 +685,7 @@ func TestNoRange(t *testing.T) {
 		w.Write(huge.Bytes())
 	}))
 	defer srv2.Close()
-	_, err = Open(srv2.Client(), srv2.URL)
+	_, err = Open(context.Background(), srv2.Client(), srv2.URL)
 	assert.ErrorIs(t, err, safetensors.ErrHeaderTooLarge)
 }
 
@@ -732,7 +728,7 @@ func hugeServer(t *testing.T, size int64) (*httptest.Server, int64) {
 func TestHugeDeclaredSize(t *testing.T) {
 	for _, size := range []int64{1 << 40, 1 << 60} {
 		srv, tensorLen := hugeServer(t, size)
-		r, err := OpenContext(context.Background(), srv.Client(), srv.URL)
+		r, err := Open(context.Background(), srv.Client(), srv.URL)
 		require.NoError(t, err)
 		_, err = r.Tensor("big")
 		assert.ErrorIs(t, err, safetensors.ErrTensorTooLarge)
@@ -762,7 +758,7 @@ func TestRedirect(t *testing.T) {
 		http.Redirect(w, r, srv.URL+"/blob", http.StatusFound)
 	}))
 	defer hub.Close()
-	r, err := OpenContext(context.Background(), hub.Client(), hub.URL+"/repo/resolve/main/model.safetensors", Header("Authorization", "Bearer hf_x"))
+	r, err := Open(context.Background(), hub.Client(), hub.URL+"/repo/resolve/main/model.safetensors", Header("Authorization", "Bearer hf_x"))
 	require.NoError(t, err)
 	assert.Equal(t, "Bearer hf_x", auth.Load())
 	local, _ := safetensors.NewReader(data)
@@ -787,7 +783,7 @@ func TestRedirectPreconditions(t *testing.T) {
 		http.Redirect(w, r, cdn.URL, http.StatusFound)
 	}))
 	defer hub.Close()
-	r, err := OpenContext(context.Background(), hub.Client(), hub.URL+"/org/m/resolve/main/model.safetensors", fast...)
+	r, err := Open(context.Background(), hub.Client(), hub.URL+"/org/m/resolve/main/model.safetensors", fast...)
 	require.NoError(t, err)
 	_, err = r.Tensor("a")
 	require.NoError(t, err)
@@ -803,7 +799,7 @@ func TestWeakETag(t *testing.T) {
 		resp.header.Set("Etag", fmt.Sprintf(`W/"v%d"`, min(n, 2)))
 		return false
 	})
-	r, err := OpenContext(context.Background(), s.Client(), s.URL, fast...)
+	r, err := Open(context.Background(), s.Client(), s.URL, fast...)
 	require.NoError(t, err)
 	_, err = r.Tensor("a")
 	assert.ErrorIs(t, err, ErrChanged)
@@ -828,9 +824,9 @@ func TestHeader(t *testing.T) {
 	for _, h := range s.requests[2:] { // after the refusal and the probe
 		assert.Equal(t, `"v1"`, h.Get("If-Range"), "the version is pinned")
 	}
-	_, err = OpenContext(context.Background(), nil, s.URL, Header("Bad Key", "x"))
+	_, err = Open(context.Background(), nil, s.URL, Header("Bad Key", "x"))
 	assert.Error(t, err)
-	_, err = OpenContext(context.Background(), nil, s.URL, Header("X", "a\r\nb: c"))
+	_, err = Open(context.Background(), nil, s.URL, Header("X", "a\r\nb: c"))
 	assert.Error(t, err)
 }
 
@@ -838,7 +834,7 @@ func TestHeader(t *testing.T) {
 // File.
 func TestConcurrentReads(t *testing.T) {
 	srv, data, _ := serve(t, "valid/many_5000.safetensors")
-	r, err := Open(srv.Client(), srv.URL)
+	r, err := Open(context.Background(), srv.Client(), srv.URL)
 	require.NoError(t, err)
 	local, _ := safetensors.NewReader(data)
 	names := r.Names()

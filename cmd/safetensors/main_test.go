@@ -215,9 +215,9 @@ func TestInspectSharded(t *testing.T) {
 // package.
 func TestInspectDataset(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "ds")
-	w, err := dataset.Create(dir, dataset.Options{Mode: dataset.Batch, BatchSize: 2, Index: true, Columns: []dataset.Column{
+	w, err := dataset.Create(dir, dataset.Batch, []dataset.Column{
 		{Name: "x", DType: safetensors.F32, Shape: []uint64{3}}, {Name: "y", DType: safetensors.U8},
-	}})
+	}, dataset.BatchSize(2), dataset.TensorIndex())
 	require.NoError(t, err)
 	x := make([]byte, 12)
 	for i := range 4 {

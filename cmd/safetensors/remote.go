@@ -97,13 +97,13 @@ func isHub(name string) bool {
 
 // openURL opens the safetensors file at the URL name.
 func openURL(name string) (*safetensors.Reader, error) {
-	return remote.OpenContext(context.Background(), nil, name, remoteOptions(name)...)
+	return remote.Open(context.Background(), nil, name, remoteOptions(name)...)
 }
 
 // openIndex opens the checkpoint at name: a local path, or a URL.
 func openIndex(name string) (*safetensors.Sharded, error) {
 	if isURL(name) {
-		return remote.OpenIndexContext(context.Background(), nil, name, remoteOptions(name)...)
+		return remote.OpenIndex(context.Background(), nil, name, remoteOptions(name)...)
 	}
 	return safetensors.OpenIndex(name)
 }

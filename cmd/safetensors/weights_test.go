@@ -155,9 +155,9 @@ func TestQuantizeAndDiff(t *testing.T) {
 func TestValidateDataset(t *testing.T) {
 	for _, sep := range []string{"__", "/"} {
 		dir := filepath.Join(t.TempDir(), "ds")
-		w, err := dataset.Create(dir, dataset.Options{Mode: dataset.KeyValue, Separator: sep, Columns: []dataset.Column{
+		w, err := dataset.Create(dir, dataset.KeyValue, []dataset.Column{
 			{Name: "x", DType: safetensors.F32, Shape: []uint64{3}},
-		}})
+		}, dataset.Separator(sep))
 		require.NoError(t, err)
 		for _, k := range []string{"a", "b"} {
 			require.NoError(t, w.WriteKV(k, make([]byte, 12)))

@@ -7,6 +7,7 @@
 package main
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -33,7 +34,7 @@ func run(w io.Writer, dir string) error {
 		{Name: "embedding", DType: safetensors.BF16, Shape: []uint64{4}},
 		{Name: "label", DType: safetensors.I64},
 	}
-	dw, err := dataset.Create(dir, dataset.Options{Mode: dataset.KeyValue, Columns: cols, Index: true})
+	dw, err := dataset.Create(dir, dataset.KeyValue, cols, dataset.TensorIndex())
 	if err != nil {
 		return err
 	}
@@ -62,7 +63,7 @@ func run(w io.Writer, dir string) error {
 		return err
 	}
 	defer ds.Close()
-	for s, err := range ds.Samples() {
+	for s, err := range ds.Samples(context.Background()) {
 		if err != nil {
 			return err
 		}

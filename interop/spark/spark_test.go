@@ -32,11 +32,14 @@ var columns = []dataset.Column{
 func write(t *testing.T, mode dataset.Mode, index bool) string {
 	t.Helper()
 	dir := t.TempDir()
-	opts := dataset.Options{Mode: mode, Columns: columns, Index: index, TaskID: 5}
-	if mode == dataset.Batch {
-		opts.BatchSize = 4
+	opts := []dataset.Option{dataset.TaskID(5)}
+	if index {
+		opts = append(opts, dataset.TensorIndex())
 	}
-	w, err := dataset.Create(dir, opts)
+	if mode == dataset.Batch {
+		opts = append(opts, dataset.BatchSize(4))
+	}
+	w, err := dataset.Create(dir, mode, columns, opts...)
 	require.NoError(t, err)
 	for i := range 10 {
 		var emb []byte
@@ -59,10 +62,10 @@ func write(t *testing.T, mode dataset.Mode, index bool) string {
 func writeVarying(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	w, err := dataset.Create(dir, dataset.Options{Mode: dataset.KeyValue, Index: true, TaskID: 5, Columns: []dataset.Column{
+	w, err := dataset.Create(dir, dataset.KeyValue, []dataset.Column{
 		{Name: "tokens", DType: safetensors.I32},
 		{Name: "label", DType: safetensors.I64},
-	}})
+	}, dataset.TensorIndex(), dataset.TaskID(5))
 	require.NoError(t, err)
 	for i := range 10 {
 		shape := [][]uint64{{}, {uint64(i)}, {uint64(i % 3), 2}}[i%3]
