@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"math"
 	"runtime"
 	"sync"
@@ -12,7 +13,7 @@ import (
 	"github.com/safetensors-go/safetensors/quant"
 )
 
-// memSource is a check.Source of tensors held in memory.
+// memSource is a safetensors.TensorSource of tensors held in memory.
 type memSource []safetensors.Tensor
 
 func (m memSource) Names() []string {
@@ -164,7 +165,7 @@ func BenchmarkCheck(b *testing.B) {
 			var sink float32
 			race(b, size, []string{"check", "sum"},
 				func() {
-					r, err := check.Run(ts, check.Options{})
+					r, err := check.Run(context.Background(), ts)
 					if err != nil || len(r.Findings) != 0 {
 						b.Fatal(err, r.Findings)
 					}

@@ -82,7 +82,7 @@ func loadArchitectures(t testing.TB) map[string]architecture {
 	return archs
 }
 
-// mapSource is a Source over tensors in memory.
+// mapSource is a safetensors.TensorSource over tensors in memory.
 type mapSource map[string]safetensors.Tensor
 
 func (m mapSource) Names() []string {
@@ -108,7 +108,11 @@ func runOn(t testing.TB, ts []safetensors.Tensor, cfg []byte) *Report {
 	for _, x := range ts {
 		src[x.Name] = x
 	}
-	r, err := Run(src, Options{Config: cfg})
+	var opts []Option
+	if cfg != nil {
+		opts = append(opts, Config(cfg))
+	}
+	r, err := Run(t.Context(), src, opts...)
 	require.NoError(t, err)
 	return r
 }

@@ -21,21 +21,26 @@
 // checked); for the families in [Families], every shape is checked too.
 //
 // [Model] checks a file, a sharded checkpoint or a model directory; [Run]
-// checks any [Source] of tensors. The values are read once, in parallel over
-// the tensors and within the large ones.
+// checks any [safetensors.TensorSource]. The values are read once, in
+// parallel over the tensors and within the large ones; options ([MaxAbs],
+// [NoMagnitude], [Config], [Workers]) change the defaults, and the context
+// stops a check under way.
 package check
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/internal/parallel"
 )
 
 // ErrInvalidConfig is returned by Run and Model for a config.json that is
@@ -71,7 +76,7 @@ const (
 	KindNaN       = "nan"       // a tensor holds NaN (error)
 	KindInf       = "inf"       // a tensor holds ±Inf (error)
 	KindZero      = "zero"      // a float tensor is all zeros (warning)
-	KindMagnitude = "magnitude" // a tensor holds values beyond Options.MaxAbs (warning)
+	KindMagnitude = "magnitude" // a tensor holds values beyond MaxAbs (warning)
 	KindDTypes    = "dtypes"    // float tensors of several dtypes (warning)
 	KindStructure = "structure" // the numbered blocks differ or have gaps (error)
 	KindConfig    = "config"    // config.json contradicts a shape (error)
@@ -140,38 +145,108 @@ func (r *Report) count(s Severity) int {
 	return n
 }
 
-// Options tune a check. The zero value is the defaults.
-type Options struct {
-	// MaxAbs is the magnitude beyond which values are reported (as a
-	// warning); 0 means DefaultMaxAbs, a negative value turns it off.
-	MaxAbs float64
-	// Config is the content of the model's config.json; nil for none,
-	// which skips the configuration checks.
-	Config []byte
-	// Workers is the number of goroutines reading values; 0 means
-	// GOMAXPROCS.
-	Workers int
+// ErrInvalidOption is returned by Run and Model for an option given an
+// invalid value, such as a zero or negative MaxAbs.
+var ErrInvalidOption = errors.New("check: invalid option")
+
+// An Option changes how a check is made. Pass options to [Run] and [Model];
+// without any, the defaults hold: values beyond DefaultMaxAbs are
+// reported, config.json is the one beside the weights (Model) or none
+// (Run), and GOMAXPROCS goroutines read the values.
+type Option func(*settings) error
+
+// settings holds the settings of Options.
+type settings struct {
+	maxAbs    float64 // +Inf: the magnitude check is off
+	config    []byte
+	hasConfig bool
+	workers   int // 0: GOMAXPROCS
 }
 
-// DefaultMaxAbs is the default of Options.MaxAbs: trained weights are far
-// smaller, and F16 overflows at 65504.
+func newSettings(opts []Option) (*settings, error) {
+	c := &settings{maxAbs: DefaultMaxAbs}
+	for _, o := range opts {
+		if err := o(c); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// DefaultMaxAbs is the magnitude beyond which values are reported unless
+// MaxAbs or NoMagnitude says otherwise: trained weights are far smaller,
+// and F16 overflows at 65504.
 const DefaultMaxAbs = 1e4
 
-// Source is what Run reads tensors from: a *safetensors.Reader or a
-// *safetensors.Sharded. It must be safe for concurrent use, as those are.
-type Source interface {
-	Names() []string
-	Tensor(name string) (safetensors.Tensor, error)
+// MaxAbs returns an option that sets the magnitude beyond which values are
+// reported, as warnings of kind KindMagnitude: x must be positive and
+// finite (DefaultMaxAbs by default); otherwise Run and Model return an
+// error wrapping ErrInvalidOption.
+func MaxAbs(x float64) Option {
+	return func(c *settings) error {
+		if !(x > 0) || math.IsInf(x, 1) {
+			return fmt.Errorf("%w: MaxAbs(%g): the magnitude must be positive and finite", ErrInvalidOption, x)
+		}
+		c.maxAbs = x
+		return nil
+	}
 }
 
-// Run checks the tensors of src and, with opts.Config, the configuration
-// against them. It returns an error only for a config.json that is not a
-// JSON object, and for a file truncated while mapped (an error wrapping
-// safetensors.ErrFileChanged); tensors that cannot be read are findings.
-func Run(src Source, opts Options) (*Report, error) {
+// NoMagnitude returns an option that turns the magnitude check off: no
+// value is reported for its size, while NaN and infinities still are.
+func NoMagnitude() Option {
+	return func(c *settings) error {
+		c.maxAbs = math.Inf(1)
+		return nil
+	}
+}
+
+// Config returns an option that gives the content of the model's
+// config.json, checked against the weights. For Model it replaces the
+// config.json of the model's directory; Run checks no configuration
+// without it. Data that is not a JSON object makes Run and Model return
+// an error wrapping ErrInvalidConfig. The data is not copied and must not
+// be modified during the check.
+func Config(data []byte) Option {
+	return func(c *settings) error {
+		c.config, c.hasConfig = data, true
+		return nil
+	}
+}
+
+// Workers returns an option that sets how many goroutines read the
+// values: n must be 1 or more (GOMAXPROCS by default); otherwise Run and
+// Model return an error wrapping ErrInvalidOption.
+func Workers(n int) Option {
+	return func(c *settings) error {
+		if n < 1 {
+			return fmt.Errorf("%w: Workers(%d): want 1 or more", ErrInvalidOption, n)
+		}
+		c.workers = n
+		return nil
+	}
+}
+
+// Run checks the tensors of src, reading their values in parallel (src
+// must be safe for concurrent use), and, with the Config option, the
+// configuration against them. Tensors that cannot be read are findings,
+// not errors. It returns an error for an invalid option or a config.json
+// that is not a JSON object (ErrInvalidConfig), for a file truncated while
+// mapped (an error wrapping safetensors.ErrFileChanged), and when ctx is
+// done before the check is: an error wrapping ctx.Err() and
+// context.Cause(ctx), returned as soon as the reads under way end.
+func Run(ctx context.Context, src safetensors.TensorSource, opts ...Option) (*Report, error) {
+	c, err := newSettings(opts)
+	if err != nil {
+		return nil, err
+	}
+	return run(ctx, src, c)
+}
+
+func run(ctx context.Context, src safetensors.TensorSource, c *settings) (*Report, error) {
 	var cfg map[string]any
-	if opts.Config != nil {
-		if err := json.Unmarshal(opts.Config, &cfg); err != nil {
+	if c.hasConfig {
+		if err := json.Unmarshal(c.config, &cfg); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 		} else if cfg == nil {
 			return nil, ErrInvalidConfig
@@ -182,6 +257,9 @@ func Run(src Source, opts Options) (*Report, error) {
 	r := &Report{Tensors: len(names)}
 	var tensors []safetensors.Tensor
 	for _, n := range names {
+		if err := parallel.Stopped(ctx); err != nil {
+			return nil, fmt.Errorf("check: stopped: %w", err)
+		}
 		t, err := src.Tensor(n)
 		if err != nil {
 			r.Findings = append(r.Findings, Finding{Severity: Error, Kind: KindRead, Tensor: n, Message: err.Error()})
@@ -191,7 +269,7 @@ func Run(src Source, opts Options) (*Report, error) {
 		infos = append(infos, info{Name: n, DType: t.DType, Shape: t.Shape})
 		r.Bytes += uint64(len(t.Data))
 	}
-	values, bounds, err := scanValues(tensors, opts)
+	values, bounds, err := scanValues(ctx, tensors, c.maxAbs, c.workers)
 	if err != nil {
 		return nil, err
 	}
@@ -220,24 +298,29 @@ func Run(src Source, opts Options) (*Report, error) {
 
 // Model checks the model at path, any input safetensors.OpenModel takes: a
 // safetensors file, a sharded checkpoint's index, or a model directory.
-// The config.json of the model's directory is checked too, unless
-// opts.Config is set, which replaces it.
-func Model(path string, opts Options) (*Report, error) {
+// The config.json of the model's directory is checked too, unless the
+// Config option gives another. It returns the errors of OpenModel, of
+// reading config.json, and those of Run.
+func Model(ctx context.Context, path string, opts ...Option) (*Report, error) {
+	c, err := newSettings(opts)
+	if err != nil {
+		return nil, err
+	}
 	src, err := safetensors.OpenModel(path)
 	if err != nil {
 		return nil, err
 	}
 	defer src.Close()
-	if opts.Config == nil {
+	if !c.hasConfig {
 		data, err := readConfig(filepath.Join(src.Dir(), "config.json"))
 		switch {
 		case err == nil:
-			opts.Config = data
+			c.config, c.hasConfig = data, true
 		case !errors.Is(err, os.ErrNotExist):
 			return nil, err
 		}
 	}
-	return Run(src, opts)
+	return run(ctx, src, c)
 }
 
 // readConfig reads the config.json at path, refusing a file that is not a

@@ -59,14 +59,14 @@ func checkModel(t *testing.T, ts []safetensors.Tensor, cfg map[string]any) *Repo
 	data, err := json.Marshal(cfg)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.json"), data, 0o644))
-	r, err := Model(dir, Options{})
+	r, err := Model(t.Context(), dir)
 	require.NoError(t, err)
 	return r
 }
 
 func TestCleanModels(t *testing.T) {
 	for _, name := range modelNames(t) {
-		r, err := Model(filepath.Join(models, name), Options{})
+		r, err := Model(t.Context(), filepath.Join(models, name))
 		require.NoError(t, err, name)
 		assert.Empty(t, r.Findings, name)
 		assert.Empty(t, r.Notes, name)
@@ -275,7 +275,7 @@ func TestLargeTensorInParallel(t *testing.T) {
 			tn, err = safetensors.TensorFromFloat32s("x", d, []uint64{uint64(n)}, f32, safetensors.RoundNearestEven)
 			require.NoError(t, err)
 		}
-		fs, _, err := scanValues([]safetensors.Tensor{tn}, Options{Workers: 4})
+		fs, _, err := scanValues(t.Context(), []safetensors.Tensor{tn}, DefaultMaxAbs, 4)
 		require.NoError(t, err)
 		require.Len(t, fs, 3, "%v: %v", d, fs)
 		byKind := map[string]Finding{}
@@ -313,7 +313,7 @@ func TestStructureOddNames(t *testing.T) {
 
 func TestInvalidConfig(t *testing.T) {
 	for _, c := range []string{"[1]", "null", "{", ""} {
-		_, err := Run(memSourceOf(), Options{Config: []byte(c)})
+		_, err := Run(t.Context(), memSourceOf(), Config([]byte(c)))
 		require.ErrorIs(t, err, ErrInvalidConfig, c)
 	}
 }
@@ -368,6 +368,10 @@ func TestBuffers(t *testing.T) {
 func TestValueLimits(t *testing.T) {
 	for _, d := range []safetensors.DType{safetensors.F32, safetensors.BF16, safetensors.F16} {
 		for _, maxAbs := range []float64{1e4, 0.5, -1} {
+			limit := maxAbs // -1: the check off, as NoMagnitude sets it
+			if maxAbs < 0 {
+				limit = math.Inf(1)
+			}
 			for _, n := range []int{1, 5, 8, 9, 64, 67} {
 				for pos := range n {
 					for _, v := range []float32{float32(maxAbs), -float32(maxAbs), float32(maxAbs) * 1.01, float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 0x1p-20} {
@@ -378,7 +382,7 @@ func TestValueLimits(t *testing.T) {
 						vals[pos] = v
 						tn, err := safetensors.TensorFromFloat32s("x", d, []uint64{uint64(n)}, vals, safetensors.RoundNearestEven)
 						require.NoError(t, err)
-						fs, _, err := scanValues([]safetensors.Tensor{tn}, Options{MaxAbs: maxAbs})
+						fs, _, err := scanValues(t.Context(), []safetensors.Tensor{tn}, limit, 0)
 						require.NoError(t, err)
 						back, _ := tn.Float32s()
 						x := float64(back[pos])
@@ -463,7 +467,7 @@ func TestValueVerdictsAgree(t *testing.T) {
 	}
 	path := filepath.Join(t.TempDir(), "model.safetensors")
 	require.NoError(t, safetensors.WriteFile(path, ts, nil))
-	r, err := Model(path, Options{MaxAbs: -1})
+	r, err := Model(t.Context(), path, NoMagnitude())
 	require.NoError(t, err)
 	for _, tensor := range ts {
 		var nan, inf uint64
@@ -487,7 +491,7 @@ func TestValueVerdictsAgree(t *testing.T) {
 	require.NoError(t, safetensors.WriteFile(path, []safetensors.Tensor{
 		{Name: "scale", DType: safetensors.F8_E8M0, Shape: []uint64{3}, Data: []byte{0x7f, 0xff, 0x80}},
 	}, nil))
-	r, err = Model(path, Options{})
+	r, err = Model(t.Context(), path)
 	require.NoError(t, err)
 	assert.Equal(t, 1, r.Errors(), "%v", r.Findings)
 	fs := find(r, KindNaN, "scale")

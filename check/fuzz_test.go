@@ -50,7 +50,7 @@ func FuzzRun(f *testing.F) {
 		if !ok {
 			return
 		}
-		_, err := Run(src, Options{Config: config, Workers: 2})
+		_, err := Run(t.Context(), src, Config(config), Workers(2))
 		if err != nil && !errors.Is(err, ErrInvalidConfig) {
 			t.Fatalf("Run: %v", err)
 		}

@@ -25,7 +25,7 @@ func TestTruncatedWhileMapped(t *testing.T) {
 	require.NoError(t, err)
 	defer r.Close()
 	require.NoError(t, os.Truncate(path, int64(r.Header().DataOffset())))
-	_, err = Run(r, Options{})
+	_, err = Run(t.Context(), r)
 	require.ErrorIs(t, err, safetensors.ErrFileChanged)
 	require.ErrorContains(t, err, `"w"`)
 }
@@ -39,7 +39,7 @@ func TestConfigFIFO(t *testing.T) {
 	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, "config.json"), 0o644))
 	done := make(chan error, 1)
 	go func() {
-		_, err := Model(dir, Options{})
+		_, err := Model(t.Context(), dir)
 		done <- err
 	}()
 	select {

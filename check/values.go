@@ -48,13 +48,9 @@ type limits struct {
 	f         float64
 }
 
+// newLimits returns the limits for maxAbs, positive; +Inf turns the
+// magnitude check off.
 func newLimits(maxAbs float64) limits {
-	if maxAbs == 0 {
-		maxAbs = DefaultMaxAbs
-	}
-	if maxAbs < 0 {
-		maxAbs = math.Inf(1)
-	}
 	l := limits{f: maxAbs, f64: math.Float64bits(maxAbs)}
 	f := float32(maxAbs)
 	if float64(f) > maxAbs {
@@ -75,10 +71,12 @@ type unit struct {
 // scanValues checks the values of the float tensors, in parallel over
 // runs of chunkBytes. It returns the findings, and the names of the
 // tensors that hold only infinities as bounds (see isBound), which are not
-// findings. Its error is that of a file truncated while mapped
-// (safetensors.ErrFileChanged).
-func scanValues(tensors []safetensors.Tensor, opts Options) (out []Finding, bounds []string, err error) {
-	lim := newLimits(opts.MaxAbs)
+// findings. Values beyond maxAbs are reported, none where it is +Inf; at
+// most workers goroutines read (GOMAXPROCS where it is 0). Its error is
+// that of a file truncated while mapped (safetensors.ErrFileChanged), or
+// that of ctx done before the scan (see parallel.Stopped).
+func scanValues(ctx context.Context, tensors []safetensors.Tensor, maxAbs float64, workers int) (out []Finding, bounds []string, err error) {
+	lim := newLimits(maxAbs)
 	var units []unit
 	for i, t := range tensors {
 		if !t.DType.HasNaN() {
@@ -92,13 +90,12 @@ func scanValues(tensors []safetensors.Tensor, opts Options) (out []Finding, boun
 		}
 	}
 	results := make([]counts, len(units))
-	workers := opts.Workers
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
 	workers = max(1, min(workers, len(units)))
 	bufs := make([][]float32, workers)
-	err = parallel.For(context.Background(), len(units), workers, func(w, k int) error {
+	err = parallel.For(ctx, len(units), workers, func(w, k int) error {
 		u := units[k]
 		err := safetensors.GuardFaults(func() error {
 			results[k], bufs[w] = scan(tensors[u.t], u.lo, u.hi, lim, bufs[w])
@@ -109,6 +106,9 @@ func scanValues(tensors []safetensors.Tensor, opts Options) (out []Finding, boun
 		}
 		return nil
 	})
+	if stopped := parallel.Stopped(ctx); err != nil && stopped != nil {
+		return nil, nil, fmt.Errorf("check: stopped: %w", stopped)
+	}
 	if err != nil {
 		return nil, nil, err
 	}

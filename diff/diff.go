@@ -3,26 +3,62 @@
 // differ, and for the others whether their bytes are identical or, if not,
 // the largest absolute and relative differences of their decoded values;
 // and the metadata.
+//
+// [Paths] compares two models given by their paths; [Compare] compares any
+// two [safetensors.TensorSource]s. Both read the common tensors in parallel
+// and stop when their context is done.
 package diff
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"fmt"
 	"maps"
 	"math"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/internal/parallel"
 )
 
-// Source is what Compare reads tensors from: a *safetensors.Reader or a
-// *safetensors.Sharded.
-type Source interface {
-	Names() []string
-	Tensor(name string) (safetensors.Tensor, error)
+// ErrInvalidOption is returned by Compare and Paths for an option given an
+// invalid value, such as Workers(0).
+var ErrInvalidOption = errors.New("diff: invalid option")
+
+// An Option changes how a comparison is made. Pass options to [Compare]
+// and [Paths].
+type Option func(*settings) error
+
+// settings holds the settings of Options.
+type settings struct {
+	workers int // 0: GOMAXPROCS
+}
+
+func newSettings(opts []Option) (*settings, error) {
+	c := new(settings)
+	for _, o := range opts {
+		if err := o(c); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// Workers returns an option that sets how many goroutines compare tensors
+// at once, each one tensor at a time: n must be 1 or more (GOMAXPROCS by
+// default); otherwise Compare and Paths return an error wrapping
+// ErrInvalidOption.
+func Workers(n int) Option {
+	return func(c *settings) error {
+		if n < 1 {
+			return fmt.Errorf("%w: Workers(%d): want 1 or more", ErrInvalidOption, n)
+		}
+		c.workers = n
+		return nil
+	}
 }
 
 // Tensor is the comparison of a tensor present on both sides.
@@ -79,10 +115,25 @@ func (r *Result) Equal() bool {
 }
 
 // Compare compares the tensors of a and b, and metadata ma and mb, reading
-// the common tensors in parallel. A file's metadata is its Reader's
-// Metadata; a sharded checkpoint's is ModelMetadata, not Sharded.Metadata,
-// which is the index's own and holds the checkpoint's bookkeeping.
-func Compare(a, b Source, ma, mb map[string]string) *Result {
+// the common tensors in parallel (a and b must be safe for concurrent
+// use). A file's metadata is its Reader's Metadata; a sharded checkpoint's
+// is ModelMetadata, not Sharded.Metadata, which is the index's own and
+// holds the checkpoint's bookkeeping.
+//
+// A tensor that cannot be read or decoded is no error: its Tensor.Err says
+// why. Compare returns an error for an invalid option, and when ctx is done
+// before the comparison is: an error wrapping ctx.Err() and
+// context.Cause(ctx), returned as soon as the comparisons under way reach
+// the end of a chunk of their tensors.
+func Compare(ctx context.Context, a, b safetensors.TensorSource, ma, mb map[string]string, opts ...Option) (*Result, error) {
+	c, err := newSettings(opts)
+	if err != nil {
+		return nil, err
+	}
+	return compare(ctx, a, b, ma, mb, c)
+}
+
+func compare(ctx context.Context, a, b safetensors.TensorSource, ma, mb map[string]string, c *settings) (*Result, error) {
 	r := &Result{}
 	na, nb := a.Names(), b.Names()
 	inB := map[string]bool{}
@@ -102,22 +153,15 @@ func Compare(a, b Source, ma, mb map[string]string) *Result {
 	slices.Sort(r.OnlyA)
 	slices.Sort(common)
 	r.Tensors = make([]Tensor, len(common))
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for range min(runtime.GOMAXPROCS(0), max(len(common), 1)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				r.Tensors[i] = compareTensor(a, b, common[i])
-			}
-		}()
+	err := parallel.For(ctx, len(common), c.workers, func(_, i int) error {
+		var err error
+		r.Tensors[i], err = compareTensor(ctx, a, b, common[i])
+		return err
+	})
+	if err != nil {
+		// compareTensor fails only when ctx is done.
+		return nil, fmt.Errorf("diff: stopped: %w", parallel.Stopped(ctx))
 	}
-	for i := range common {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
 	for _, k := range slices.Sorted(maps.Keys(union(ma, mb))) {
 		va, oka := ma[k]
 		vb, okb := mb[k]
@@ -133,7 +177,7 @@ func Compare(a, b Source, ma, mb map[string]string) *Result {
 		}
 		r.Metadata = append(r.Metadata, m)
 	}
-	return r
+	return r, nil
 }
 
 func union(a, b map[string]string) map[string]bool {
@@ -147,38 +191,48 @@ func union(a, b map[string]string) map[string]bool {
 	return u
 }
 
-func compareTensor(a, b Source, name string) Tensor {
+// compareTensor compares the tensor name of a and b. What goes wrong with
+// the tensor is said in the result's Err; the error is that of ctx done
+// (ctx.Err()), checked between chunks of the tensors.
+func compareTensor(ctx context.Context, a, b safetensors.TensorSource, name string) (Tensor, error) {
 	out := Tensor{Name: name}
+	if err := ctx.Err(); err != nil {
+		return out, err
+	}
 	ta, err := a.Tensor(name)
 	if err != nil {
 		out.Err = err.Error()
-		return out
+		return out, nil
 	}
 	tb, err := b.Tensor(name)
 	if err != nil {
 		out.Err = err.Error()
-		return out
+		return out, nil
 	}
 	out.DTypeA, out.DTypeB, out.ShapeA, out.ShapeB = ta.DType, tb.DType, ta.Shape, tb.Shape
 	sameShape := slices.Equal(ta.Shape, tb.Shape)
 	same := false
 	if ta.DType == tb.DType && sameShape {
 		// A file truncated while mapped gives an error, not SIGBUS.
+		var stopped error
 		err := safetensors.GuardFaults(func() error {
-			same = bytes.Equal(ta.Data, tb.Data)
+			same, stopped = equal(ctx, ta.Data, tb.Data)
 			return nil
 		})
+		if stopped != nil {
+			return out, stopped
+		}
 		if err != nil {
 			out.Err = err.Error()
-			return out
+			return out, nil
 		}
 	}
 	if same {
 		out.Identical = true
-		return out
+		return out, nil
 	}
 	if !sameShape {
-		return out
+		return out, nil
 	}
 	// Compare in chunks, so that memory stays flat however large the
 	// tensors.
@@ -189,6 +243,9 @@ func compareTensor(a, b Source, name string) Tensor {
 	var va, vb []float64
 	var tmp []float32
 	for lo := uint64(0); lo < n; lo += diffChunk {
+		if err := ctx.Err(); err != nil {
+			return out, err
+		}
 		hi := min(lo+diffChunk, n)
 		ca, err := ta.Elements(lo, hi)
 		if err == nil {
@@ -196,7 +253,7 @@ func compareTensor(a, b Source, name string) Tensor {
 		}
 		if err != nil {
 			out.Err = err.Error()
-			return out
+			return out, nil
 		}
 		cb, err := tb.Elements(lo, hi)
 		if err == nil {
@@ -204,7 +261,7 @@ func compareTensor(a, b Source, name string) Tensor {
 		}
 		if err != nil {
 			out.Err = err.Error()
-			return out
+			return out, nil
 		}
 		for i := range va {
 			x, y := va[i], vb[i]
@@ -221,7 +278,29 @@ func compareTensor(a, b Source, name string) Tensor {
 		}
 	}
 	out.Compared = true
-	return out
+	return out, nil
+}
+
+// equalChunk is how many bytes of two tensors equal compares between looks
+// at the context.
+const equalChunk = 16 << 20
+
+// equal reports whether a and b hold the same bytes, compared equalChunk
+// at a time; its error is ctx.Err() once ctx is done.
+func equal(ctx context.Context, a, b []byte) (bool, error) {
+	if len(a) != len(b) {
+		return false, nil
+	}
+	for lo := 0; lo < len(a); lo += equalChunk {
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		hi := min(lo+equalChunk, len(a))
+		if !bytes.Equal(a[lo:hi], b[lo:hi]) {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // diffChunk is how many elements of each tensor are decoded at a time: a
@@ -251,8 +330,13 @@ func decode(t safetensors.Tensor, dst []float64, tmp []float32) ([]float64, []fl
 // index, or a model directory (a Hugging Face cache snapshot too). The
 // metadata compared is a file's header metadata, or a checkpoint's
 // ModelMetadata, so that a sharded checkpoint and a single file of the
-// same tensors and metadata are equal.
-func Paths(a, b string) (*Result, error) {
+// same tensors and metadata are equal. Its errors are those of OpenModel
+// and of Compare.
+func Paths(ctx context.Context, a, b string, opts ...Option) (*Result, error) {
+	c, err := newSettings(opts)
+	if err != nil {
+		return nil, err
+	}
 	sa, ma, err := open(a)
 	if err != nil {
 		return nil, err
@@ -263,7 +347,7 @@ func Paths(a, b string) (*Result, error) {
 		return nil, err
 	}
 	defer sb.Close()
-	return Compare(sa, sb, ma, mb), nil
+	return compare(ctx, sa, sb, ma, mb, c)
 }
 
 // open opens the model at path, and returns its metadata.

@@ -44,7 +44,7 @@ func TestPaths(t *testing.T) {
 		f32(t, "nan", []uint64{1}, 0),
 		bf16,
 	}, map[string]string{"format": "pt", "k": "2", "new": "x"})
-	r, err := Paths(a, b)
+	r, err := Paths(t.Context(), a, b)
 	require.NoError(t, err)
 	assert.False(t, r.Equal())
 	assert.Equal(t, []string{"onlyA"}, r.OnlyA)
@@ -70,11 +70,11 @@ func TestPaths(t *testing.T) {
 	x := "x"
 	assert.Equal(t, []Metadata{{Key: "k", A: &one, B: &two}, {Key: "new", B: &x}}, r.Metadata)
 
-	r, err = Paths(a, a)
+	r, err = Paths(t.Context(), a, a)
 	require.NoError(t, err)
 	assert.True(t, r.Equal())
 
-	_, err = Paths(a, filepath.Join(t.TempDir(), "missing"))
+	_, err = Paths(t.Context(), a, filepath.Join(t.TempDir(), "missing"))
 	require.ErrorIs(t, err, os.ErrNotExist)
 }
 
@@ -93,19 +93,19 @@ func TestShardedAgainstFile(t *testing.T) {
 	require.Contains(t, string(data), `"total_size": 2400`, "the index keeps its bookkeeping")
 	file := write(t, ts, meta)
 	for _, sharded := range []string{dir, index} {
-		r, err := Paths(sharded, file)
+		r, err := Paths(t.Context(), sharded, file)
 		require.NoError(t, err)
 		assert.True(t, r.Equal(), "%s against %s: %+v", sharded, file, r)
 		assert.Empty(t, r.Metadata)
 		assert.Len(t, r.Tensors, 2)
-		r, err = Paths(file, sharded)
+		r, err = Paths(t.Context(), file, sharded)
 		require.NoError(t, err)
 		assert.True(t, r.Equal(), "%s against %s: %+v", file, sharded, r)
 	}
 
 	// The model's metadata still counts: the file's differs.
 	other := write(t, ts, map[string]string{"format": "np", "k": "v"})
-	r, err := Paths(dir, other)
+	r, err := Paths(t.Context(), dir, other)
 	require.NoError(t, err)
 	assert.False(t, r.Equal())
 	pt, np, v := "pt", "np", "v"
@@ -134,7 +134,7 @@ func TestModelMetadata(t *testing.T) {
 	}, ModelMetadata(sh))
 
 	file := write(t, []safetensors.Tensor{a, b}, map[string]string{"format": "pt", "x": "1", "license": "mit"})
-	r, err := Paths(index, file)
+	r, err := Paths(t.Context(), index, file)
 	require.NoError(t, err)
 	assert.False(t, r.Equal(), "the shards disagree on x")
 	require.Len(t, r.Metadata, 1)
@@ -166,7 +166,7 @@ func TestChunks(t *testing.T) {
 	b[10], b[diffChunk+1], b[n-1] = 100, -3, 2.5
 	ta := f32(t, "w", []uint64{uint64(n)}, a...)
 	tb := f32(t, "w", []uint64{uint64(n)}, b...)
-	r, err := Paths(write(t, []safetensors.Tensor{ta}, nil), write(t, []safetensors.Tensor{tb}, nil))
+	r, err := Paths(t.Context(), write(t, []safetensors.Tensor{ta}, nil), write(t, []safetensors.Tensor{tb}, nil))
 	require.NoError(t, err)
 	require.Len(t, r.Tensors, 1)
 	got := r.Tensors[0]

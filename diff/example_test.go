@@ -2,6 +2,7 @@ package diff_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 
@@ -10,7 +11,7 @@ import (
 )
 
 func ExamplePaths() {
-	r, err := diff.Paths("../testdata/models/llama", "../testdata/models/mistral")
+	r, err := diff.Paths(context.Background(), "../testdata/models/llama", "../testdata/models/mistral")
 	if err != nil {
 		panic(err)
 	}
@@ -20,8 +21,8 @@ func ExamplePaths() {
 	// false 30 lm_head.weight false true
 }
 
-// Compare compares any two Sources, here files held in memory, and the
-// metadata given.
+// Compare compares any two safetensors.TensorSources, here files held in
+// memory, and the metadata given.
 func ExampleCompare() {
 	open := func(values []float32, extra ...safetensors.Tensor) *safetensors.Reader {
 		w, err := safetensors.TensorFromFloat32s("w", safetensors.F32, []uint64{uint64(len(values))}, values, safetensors.RoundNearestEven)
@@ -41,7 +42,10 @@ func ExampleCompare() {
 	bias := safetensors.Tensor{Name: "bias", DType: safetensors.U8, Shape: []uint64{1}, Data: []byte{7}}
 	a := open([]float32{1, 2, 4})
 	b := open([]float32{1, 2, 5}, bias)
-	r := diff.Compare(a, b, map[string]string{"format": "pt"}, map[string]string{"format": "pt"})
+	r, err := diff.Compare(context.Background(), a, b, map[string]string{"format": "pt"}, map[string]string{"format": "pt"})
+	if err != nil {
+		panic(err)
+	}
 	fmt.Println("only in b:", r.OnlyB)
 	for _, t := range r.Tensors {
 		fmt.Printf("%s: identical %v, %d differing, max abs %g, max rel %g\n", t.Name, t.Identical, t.Differing, t.MaxAbs, t.MaxRel)

@@ -29,7 +29,8 @@ func TestTruncatedWhileMapped(t *testing.T) {
 		readers = append(readers, r)
 	}
 	require.NoError(t, os.Truncate(filepath.Join(dir, "b"), int64(readers[1].Header().DataOffset())))
-	res := Compare(readers[0], readers[1], nil, nil)
+	res, err := Compare(t.Context(), readers[0], readers[1], nil, nil)
+	require.NoError(t, err)
 	require.Len(t, res.Tensors, 1)
 	assert.Contains(t, res.Tensors[0].Err, "truncated")
 	assert.False(t, res.Tensors[0].Identical)

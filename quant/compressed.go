@@ -69,6 +69,12 @@ func ScaleName(name string) string { return name + "_scale" }
 // A NaN or ±Inf in w gives an error wrapping ErrNotFinite. The rows are
 // quantized in parallel.
 func CompressWeight(w safetensors.Tensor, s Strategy) (q, scale safetensors.Tensor, err error) {
+	return compressWeight(context.Background(), w, s)
+}
+
+// compressWeight is CompressWeight, stopped by ctx between blocks of rows
+// with the error of parallel.For.
+func compressWeight(ctx context.Context, w safetensors.Tensor, s Strategy) (q, scale safetensors.Tensor, err error) {
 	if err := checkWeight(w); err != nil {
 		return q, scale, err
 	}
@@ -76,7 +82,7 @@ func CompressWeight(w safetensors.Tensor, s Strategy) (q, scale safetensors.Tens
 	q = safetensors.Tensor{Name: w.Name, DType: safetensors.I8, Shape: []uint64{uint64(out), uint64(in)}, Data: make([]byte, out*in)}
 	scales := make([]float32, out)
 	if s == PerTensor {
-		m, err := maxAbs(w, out, in)
+		m, err := maxAbs(ctx, w, out, in)
 		if err != nil {
 			return q, scale, err
 		}
@@ -84,7 +90,7 @@ func CompressWeight(w safetensors.Tensor, s Strategy) (q, scale safetensors.Tens
 		for i := range scales {
 			scales[i] = sc
 		}
-		err = forRows(out, in, func(lo, hi int, buf []float32) error {
+		err = forRows(ctx, out, in, func(lo, hi int, buf []float32) error {
 			for r := lo; r < hi; r++ {
 				if readsBF16Bytes(w.DType) {
 					quantRowBF16(q.Data[r*in:(r+1)*in], w.Data[2*r*in:2*(r+1)*in], scales[r], m)
@@ -100,7 +106,7 @@ func CompressWeight(w safetensors.Tensor, s Strategy) (q, scale safetensors.Tens
 		}
 		return q, scaleTensor(w, scales[:1], []uint64{1}), nil
 	}
-	err = forRows(out, in, func(lo, hi int, buf []float32) error {
+	err = forRows(ctx, out, in, func(lo, hi int, buf []float32) error {
 		for r := lo; r < hi; r++ {
 			if readsBF16Bytes(w.DType) {
 				raw := w.Data[2*r*in : 2*(r+1)*in]
@@ -299,10 +305,10 @@ func quantRowBF16(q, raw []byte, scale, m float32) {
 }
 
 // maxAbs returns max|x| over the whole of w, in parallel.
-func maxAbs(w safetensors.Tensor, out, in int) (float32, error) {
+func maxAbs(ctx context.Context, w safetensors.Tensor, out, in int) (float32, error) {
 	var mu sync.Mutex
 	var m float32
-	err := forRows(out, in, func(lo, hi int, buf []float32) error {
+	err := forRows(ctx, out, in, func(lo, hi int, buf []float32) error {
 		var local float32
 		for r := lo; r < hi; r++ {
 			if readsBF16Bytes(w.DType) {
@@ -522,10 +528,12 @@ func scaleTensor(w safetensors.Tensor, scales []float32, shape []uint64) safeten
 }
 
 // forRows calls f on ranges of the rows [0, out) from GOMAXPROCS goroutines,
-// each with a buffer of in float32s, and returns the first error. Each call
-// is guarded: a fault on the memory of a file truncated while mapped is an
-// error wrapping safetensors.ErrFileChanged, not the end of the program.
-func forRows(out, in int, f func(lo, hi int, buf []float32) error) error {
+// each with a buffer of in float32s, and returns the first error, or
+// context.Cause(ctx) once ctx is done, as parallel.For does. Each
+// call is guarded: a fault on the memory of a file truncated while mapped
+// is an error wrapping safetensors.ErrFileChanged, not the end of the
+// program.
+func forRows(ctx context.Context, out, in int, f func(lo, hi int, buf []float32) error) error {
 	workers := min(runtime.GOMAXPROCS(0), out)
 	if out*in < 1<<16 {
 		workers = 1
@@ -534,13 +542,16 @@ func forRows(out, in int, f func(lo, hi int, buf []float32) error) error {
 		if out == 0 {
 			return nil
 		}
+		if ctx.Err() != nil {
+			return context.Cause(ctx) // as parallel.For returns it
+		}
 		return safetensors.GuardFaults(func() error { return f(0, out, make([]float32, in)) })
 	}
 	// Small blocks of rows, handed out in turn, keep the goroutines busy
 	// to the end.
 	block := max(1, min(out/(workers*8), (1<<20)/max(in, 1)))
 	bufs := make([][]float32, workers)
-	return parallel.For(context.Background(), (out+block-1)/block, workers, func(w, k int) error {
+	return parallel.For(ctx, (out+block-1)/block, workers, func(w, k int) error {
 		if bufs[w] == nil {
 			bufs[w] = make([]float32, in)
 		}

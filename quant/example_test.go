@@ -1,6 +1,7 @@
 package quant_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -62,7 +63,7 @@ func ExampleWriteModel() {
 	}
 	dst := src + "-w8a8"
 	defer os.RemoveAll(dst)
-	sum, err := quant.WriteModel(src, dst, quant.PerChannel)
+	sum, err := quant.WriteModel(context.Background(), src, dst, quant.PerChannel)
 	if err != nil {
 		panic(err)
 	}

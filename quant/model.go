@@ -17,13 +17,15 @@ import (
 
 	"github.com/safetensors-go/safetensors"
 	"github.com/safetensors-go/safetensors/internal/atomicfile"
+	"github.com/safetensors-go/safetensors/internal/parallel"
 	"github.com/safetensors-go/safetensors/internal/pyjson"
 	"github.com/safetensors-go/safetensors/internal/regular"
 )
 
-// Version is the compressed-tensors version whose layout WriteModel writes,
-// and which it records in config.json.
-const Version = "0.20.0"
+// CompressedTensorsVersion is the version of the compressed-tensors library
+// whose layout WriteModel writes, and which it records in config.json's
+// quantization_config.
+const CompressedTensorsVersion = "0.20.0"
 
 // A Summary tells what WriteModel did.
 type Summary struct {
@@ -88,13 +90,11 @@ func isHead(module string) bool {
 // single file. dst appears only when
 // complete: the files are written into a temporary directory beside it,
 // renamed into place at the end, and removed on failure.
-func WriteModel(src, dst string, s Strategy) (*Summary, error) {
-	return WriteModelContext(context.Background(), src, dst, s)
-}
-
-// WriteModelContext is WriteModel, stopped by ctx between tensors: then it
-// removes what it wrote and returns an error wrapping context.Cause(ctx).
-func WriteModelContext(ctx context.Context, src, dst string, s Strategy) (*Summary, error) {
+//
+// When ctx is done before WriteModel is, it stops (between tensors, or
+// between blocks of rows of a large weight), removes what it wrote, and
+// returns an error wrapping ctx.Err() and context.Cause(ctx).
+func WriteModel(ctx context.Context, src, dst string, s Strategy) (*Summary, error) {
 	if _, err := os.Lstat(dst); err == nil {
 		return nil, fmt.Errorf("quant: %s: %w", dst, os.ErrExist)
 	}
@@ -230,8 +230,8 @@ func quantizeFile(ctx context.Context, in, out string, s Strategy, sum *Summary,
 		weightMap[t.Name] = filepath.Base(out)
 	}
 	for _, info := range h.Tensors {
-		if ctx.Err() != nil {
-			return 0, fmt.Errorf("%s not written: %w", out, context.Cause(ctx))
+		if err := parallel.Stopped(ctx); err != nil {
+			return 0, fmt.Errorf("%s not written: %w", out, err)
 		}
 		t, err := r.Tensor(info.Name)
 		if err != nil {
@@ -244,7 +244,10 @@ func quantizeFile(ctx context.Context, in, out string, s Strategy, sum *Summary,
 			}
 			continue
 		}
-		q, scale, err := CompressWeight(t, s)
+		q, scale, err := compressWeight(ctx, t, s)
+		if stopped := parallel.Stopped(ctx); err != nil && stopped != nil {
+			return 0, fmt.Errorf("%s not written: %w", out, stopped)
+		}
 		if err != nil {
 			return 0, fmt.Errorf("%s: %w", in, err)
 		}
@@ -305,7 +308,7 @@ func QuantizationConfig(s Strategy, ignore []string) map[string]any {
 		"quantization_status":      "compressed",
 		"sparsity_config":          map[string]any{},
 		"transform_config":         map[string]any{},
-		"version":                  Version,
+		"version":                  CompressedTensorsVersion,
 	}
 }
 

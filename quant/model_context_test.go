@@ -30,11 +30,34 @@ func TestWriteModelCancelled(t *testing.T) {
 	cause := errors.New("stop")
 	ctx, cancel := context.WithCancelCause(context.Background())
 	cancel(cause)
-	_, err := WriteModelContext(ctx, src, dst, PerChannel)
+	_, err := WriteModel(ctx, src, dst, PerChannel)
 	require.ErrorIs(t, err, cause)
+	require.ErrorIs(t, err, context.Canceled)
 	entries, err := os.ReadDir(parent)
 	require.NoError(t, err)
 	assert.Empty(t, entries)
+}
+
+// TestCompressWeightCancelled: a done context stops the quantization of a
+// weight, in one goroutine or several, with the context's cause.
+func TestCompressWeightCancelled(t *testing.T) {
+	cause := errors.New("stop")
+	ctx, cancel := context.WithCancelCause(t.Context())
+	cancel(cause)
+	for _, rows := range []int{4, 1024} { // one goroutine, and as many as GOMAXPROCS
+		vals := make([]float32, rows*256)
+		for i := range vals {
+			vals[i] = float32(i%7) - 3
+		}
+		w, err := safetensors.TensorFromFloat32s("w", safetensors.F32, []uint64{uint64(rows), 256}, vals, safetensors.RoundNearestEven)
+		require.NoError(t, err)
+		for _, s := range []Strategy{PerChannel, PerTensor} {
+			_, _, err := compressWeight(ctx, w, s)
+			require.ErrorIs(t, err, cause, "%d rows, %v", rows, s)
+			_, _, err = compressWeight(t.Context(), w, s)
+			require.NoError(t, err)
+		}
+	}
 }
 
 // TestModelFilesOrder: model.safetensors wins over an index, as in
@@ -47,7 +70,7 @@ func TestModelFilesOrder(t *testing.T) {
 	require.NoError(t, os.WriteFile(blob, []byte(`{"a": 1}`), 0o644))
 	require.NoError(t, os.Symlink(blob, filepath.Join(src, "tokenizer.json")))
 	dst := filepath.Join(t.TempDir(), "out")
-	sum, err := WriteModel(src, dst, PerChannel)
+	sum, err := WriteModel(t.Context(), src, dst, PerChannel)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"model.safetensors"}, sum.Files)
 	assert.Contains(t, sum.Copied, "tokenizer.json")

@@ -24,7 +24,7 @@ func TestWriteModelConfigFIFO(t *testing.T) {
 	parent := t.TempDir()
 	done := make(chan error, 1)
 	go func() {
-		_, err := WriteModel(src, filepath.Join(parent, "out"), PerChannel)
+		_, err := WriteModel(t.Context(), src, filepath.Join(parent, "out"), PerChannel)
 		done <- err
 	}()
 	select {

@@ -162,7 +162,7 @@ func tinyModel(t *testing.T, dir string) []safetensors.Tensor {
 func TestWriteModel(t *testing.T) {
 	src, dst := filepath.Join(t.TempDir(), "src"), filepath.Join(t.TempDir(), "dst")
 	tensors := tinyModel(t, src)
-	sum, err := WriteModel(src, dst, PerChannel)
+	sum, err := WriteModel(t.Context(), src, dst, PerChannel)
 	require.NoError(t, err)
 	assert.Len(t, sum.Quantized, 8)
 	assert.Equal(t, []string{"lm_head.weight", "model.embed_tokens.weight", "model.layers.0.input_layernorm.weight", "model.layers.1.input_layernorm.weight"}, sum.Kept)
@@ -200,7 +200,7 @@ func TestWriteModel(t *testing.T) {
 	assert.Equal(t, "compressed", parsed.Q["quantization_status"])
 	assert.Equal(t, []any{"lm_head"}, parsed.Q["ignore"])
 
-	_, err = WriteModel(src, dst, PerChannel)
+	_, err = WriteModel(t.Context(), src, dst, PerChannel)
 	require.ErrorIs(t, err, os.ErrExist)
 }
 
@@ -210,7 +210,7 @@ func TestWriteModelFailureLeavesNothing(t *testing.T) {
 	tinyModel(t, src)
 	bad := bf16Weight(t, "model.layers.0.mlp.up_proj.weight", 2, 2, func(int, int) float32 { return float32(math.Inf(1)) })
 	require.NoError(t, safetensors.WriteFile(filepath.Join(src, "model.safetensors"), []safetensors.Tensor{bad}, nil))
-	_, err := WriteModel(src, dst, PerTensor)
+	_, err := WriteModel(t.Context(), src, dst, PerTensor)
 	require.ErrorIs(t, err, ErrNotFinite)
 	entries, err := os.ReadDir(parent)
 	require.NoError(t, err)
@@ -222,7 +222,7 @@ func TestWriteModelSharded(t *testing.T) {
 	tensors := tinyModel(t, src)
 	require.NoError(t, os.Remove(filepath.Join(src, "model.safetensors")))
 	require.NoError(t, safetensors.WriteSharded(src, "model", tensors, 1500, nil))
-	sum, err := WriteModel(src, dst, PerTensor)
+	sum, err := WriteModel(t.Context(), src, dst, PerTensor)
 	require.NoError(t, err)
 	assert.Greater(t, len(sum.Files), 1)
 	sh, err := safetensors.OpenIndex(dst)
@@ -329,7 +329,7 @@ func TestQuantRowBF16Raw(t *testing.T) {
 func TestWriteModelFileAndConv1D(t *testing.T) {
 	// A single file: its directory's config.json comes along.
 	dst := filepath.Join(t.TempDir(), "q")
-	sum, err := WriteModel("../testdata/models/gpt2/model.safetensors", dst, PerChannel)
+	sum, err := WriteModel(t.Context(), "../testdata/models/gpt2/model.safetensors", dst, PerChannel)
 	require.NoError(t, err)
 	// GPT-2's projections are Conv1D modules, not nn.Linear: none is
 	// quantized, as compressed-tensors' "Linear" target matches none.
@@ -343,7 +343,7 @@ func TestWriteModelFileAndConv1D(t *testing.T) {
 	assert.Contains(t, string(cfg), `"model_type": "gpt2"`)
 
 	// GPT-NeoX's head is embed_out: kept, and in the ignore list.
-	sum, err = WriteModel("../testdata/models/gpt_neox", filepath.Join(t.TempDir(), "q"), PerTensor)
+	sum, err = WriteModel(t.Context(), "../testdata/models/gpt_neox", filepath.Join(t.TempDir(), "q"), PerTensor)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"lm_head", "embed_out"}, sum.Ignore)
 	assert.Contains(t, sum.Kept, "embed_out.weight")

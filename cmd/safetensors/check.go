@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 
 	"github.com/safetensors-go/safetensors"
@@ -38,15 +39,25 @@ status is 1 if there is an error, 0 with warnings only.`+remoteHelp)
 		return usageError(fs, "want one FILE, DIR or URL, got %d", len(operands))
 	}
 	name := operands[0]
-	opts := check.Options{MaxAbs: *maxAbs}
+	var opts []check.Option
+	switch {
+	case *maxAbs < 0 || math.IsInf(*maxAbs, 1):
+		opts = append(opts, check.NoMagnitude())
+	case *maxAbs > 0:
+		opts = append(opts, check.MaxAbs(*maxAbs))
+	default:
+		return usageError(fs, "--max-abs must be positive, or negative for no limit, not %v", *maxAbs)
+	}
 	if *configPath != "" {
 		data, err := readInput(*configPath)
 		if err != nil {
 			fmt.Fprintf(stderr, "safetensors check: %s\n", errorText(err))
 			return exitFail
 		}
-		opts.Config = data
+		opts = append(opts, check.Config(data))
 	}
+	ctx, stop := catchInterrupts()
+	defer stop()
 	var report *check.Report
 	var err error
 	if isURL(name) {
@@ -56,12 +67,15 @@ status is 1 if there is an error, 0 with warnings only.`+remoteHelp)
 			return exitFail
 		}
 		defer r.Close()
-		report, err = check.Run(r, opts)
+		report, err = check.Run(ctx, r, opts...)
 	} else {
-		report, err = check.Model(name, opts)
+		report, err = check.Model(ctx, name, opts...)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "safetensors check: %s\n", errorText(err))
+		if status := interruptStatus(err); status != 0 {
+			return status
+		}
 		return exitFail
 	}
 	if *asJSON {

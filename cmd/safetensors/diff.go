@@ -23,9 +23,14 @@ decoded values; and the metadata. The status is 1 when they differ.`)
 	if len(operands) != 2 {
 		return usageError(fs, "want A and B, got %d arguments", len(operands))
 	}
-	r, err := diff.Paths(operands[0], operands[1])
+	ctx, stop := catchInterrupts()
+	defer stop()
+	r, err := diff.Paths(ctx, operands[0], operands[1])
 	if err != nil {
 		fmt.Fprintf(stderr, "safetensors diff: %s\n", errorText(err))
+		if status := interruptStatus(err); status != 0 {
+			return status
+		}
 		return exitFail
 	}
 	if *asJSON {

@@ -30,6 +30,11 @@ import (
 // second signal is caught too, so that the cleanup is not cut short.
 // SIGKILL cannot be caught: it leaves the temporary file, which is in OUT's
 // directory and named like .OUT.tmpXXXX (safetensors.TempPattern).
+//
+// check and diff, which read every value of a model, catch them too and
+// pass the context to check.Model and diff.Paths, which stop with an error
+// wrapping the *interruptError: they exit as promptly, with the same
+// status.
 
 // interruptError is the cause of the context of catchInterrupts when a
 // signal came.

@@ -29,7 +29,7 @@ the other files are copied. DST appears only when complete.`)
 	}
 	ctx, stop := catchInterrupts()
 	defer stop()
-	sum, err := quant.WriteModelContext(ctx, operands[0], operands[1], s)
+	sum, err := quant.WriteModel(ctx, operands[0], operands[1], s)
 	if err != nil {
 		fmt.Fprintf(stderr, "safetensors quantize: %s\n", errorText(err))
 		if status := interruptStatus(err); status != 0 {

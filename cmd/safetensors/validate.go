@@ -56,9 +56,10 @@ func validateDataset(w io.Writer, dir, sep string) bool {
 }
 
 // tensorSource is what validate reads tensors from: a Reader, or a
-// Sharded for a checkpoint.
+// Sharded for a checkpoint; a safetensors.TensorSource that also streams a
+// tensor and closes.
 type tensorSource interface {
-	Tensor(name string) (safetensors.Tensor, error)
+	safetensors.TensorSource
 	TensorReader(name string) (*io.SectionReader, error)
 	Close() error
 }

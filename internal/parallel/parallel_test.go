@@ -101,3 +101,21 @@ func TestForCancel(t *testing.T) {
 		assert.Same(t, cause, err, "a done context calls nothing")
 	}
 }
+
+// TestStopped: the error of a stopped context wraps ctx.Err() and the
+// cause, once each; nil while the context runs.
+func TestStopped(t *testing.T) {
+	assert.NoError(t, Stopped(context.Background()))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	assert.Same(t, context.Canceled, Stopped(ctx))
+
+	cause := errors.New("stop")
+	ctx, cancelCause := context.WithCancelCause(context.Background())
+	cancelCause(cause)
+	err := Stopped(ctx)
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.ErrorIs(t, err, cause)
+	assert.Equal(t, "context canceled: stop", err.Error())
+}
