@@ -172,6 +172,12 @@ func newReadConfig(opts []ReadOption) (*readConfig, error) {
 //
 // Every file Strict accepts, the default parser accepts too, with the same
 // tensors and metadata.
+//
+// For a sharded checkpoint (OpenIndex, OpenModel, and NewSharded when its
+// open function reads the shards with Strict), Strict also refuses tensors
+// that a shard holds but the index does not list, which loaders ignore and
+// a tool reading the shard's file sees: the error wraps ErrUnlistedTensor.
+// Without Strict, the checkpoint opens and Sharded.Unlisted names them.
 func Strict() ReadOption {
 	return func(c *readConfig) error {
 		c.strict = true

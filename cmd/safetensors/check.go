@@ -2,12 +2,10 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
 
-	"github.com/safetensors-go/safetensors"
 	"github.com/safetensors-go/safetensors/check"
 )
 
@@ -51,7 +49,7 @@ status is 1 if there is an error, 0 with warnings only.`+remoteHelp)
 	var err error
 	if isURL(name) {
 		r, rerr := openIndex(name)
-		if rerr != nil && !errors.Is(rerr, safetensors.ErrUnlistedTensor) { // as check.Model does
+		if rerr != nil {
 			fmt.Fprintf(stderr, "safetensors check: %s\n", errorText(rerr))
 			return exitFail
 		}
