@@ -757,9 +757,9 @@ func ExampleCreateSharded() {
 	// embed → model-00001-of-00002.safetensors
 }
 
-// OpenFile opens a file already open, here one inside an os.Root, which
-// keeps symbolic links from leading out of the directory.
-func ExampleOpenFile() {
+// NewFileReader reads a file already open, here one inside an os.Root,
+// which keeps symbolic links from leading out of the directory.
+func ExampleNewFileReader() {
 	dir, err := os.MkdirTemp("", "models")
 	if err != nil {
 		log.Fatal(err)
@@ -778,7 +778,7 @@ func ExampleOpenFile() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	r, err := safetensors.OpenFile(f)
+	r, err := safetensors.NewFileReader(f)
 	f.Close() // the Reader keeps its mapping, not the file
 	if err != nil {
 		log.Fatal(err)

@@ -96,7 +96,8 @@ import (
 )
 
 // A ReadOption changes how a file is read. Pass options to [Open],
-// [OpenFile], [OpenIndex], [NewReader], [NewReaderAt] and [ReadHeader].
+// [NewFileReader], [OpenIndex], [OpenModel], [NewReader], [NewReaderAt] and
+// [ReadHeader].
 type ReadOption func(*readConfig) error
 
 // readConfig holds the settings of ReadOptions.
