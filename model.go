@@ -8,8 +8,8 @@ import (
 // A Model is a model's weights as OpenModel finds them from a path: a
 // single safetensors file or a sharded checkpoint, whose tensors read as
 // one set through the embedded Sharded (Names, Tensor, Metadata, Shards,
-// Close and the rest), together with the directory that holds the model's
-// other files, such as config.json.
+// Unlisted, Close and the rest), together with the directory that holds
+// the model's other files, such as config.json.
 type Model struct {
 	*Sharded
 	dir, file string

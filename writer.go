@@ -330,8 +330,10 @@ func copyError(name string, n, size uint64, err error) error {
 
 // WriteTensor writes the named tensor's bytes, read from r: exactly as many
 // as its shape and dtype need (r may hold more). The tensor must be the one
-// whose bytes come next, that is the sequential writes so far must end
-// where it begins. If r ends early, the error names the tensor and the
+// whose bytes come next: the writes in file order so far must end where it
+// begins. A tensor that begins later gives an error wrapping ErrWriteOrder,
+// one whose bytes were written an error wrapping ErrTensorWritten, and
+// neither writes anything. If r ends early, the error names the tensor and the
 // missing bytes and wraps io.ErrUnexpectedEOF. When r is a *bytes.Reader,
 // an *os.File or another source that can write itself out, the bytes go to
 // the destination without an intermediate buffer.
