@@ -403,6 +403,37 @@ func TestWriteTensorAtIncomplete(t *testing.T) {
 	assertDir(t, dir)
 }
 
+// TestWriteTensorAtEmpty: a tensor of no bytes needs no write, in either
+// way of writing.
+func TestWriteTensorAtEmpty(t *testing.T) {
+	tensors := streamTensors()
+	want, err := writeBytes(tensors, nil)
+	require.NoError(t, err)
+	byName := map[string][]byte{}
+	for _, tensor := range tensors {
+		byName[tensor.Name] = tensor.Data
+	}
+	for _, at := range []bool{true, false} {
+		path := filepath.Join(t.TempDir(), "x.safetensors")
+		fw, err := CreateFile(path, specsOf(tensors), nil)
+		require.NoError(t, err)
+		for _, info := range fw.Header().Tensors {
+			data := byName[info.Name]
+			switch {
+			case len(data) == 0:
+			case at:
+				require.NoError(t, fw.WriteTensorAt(info.Name, bytes.NewReader(data)))
+			default:
+				require.NoError(t, fw.WriteTensor(info.Name, bytes.NewReader(data)))
+			}
+		}
+		require.NoError(t, fw.Close(), "WriteTensorAt: %v", at)
+		got, err := os.ReadFile(path)
+		require.NoError(t, err)
+		assert.Equal(t, want, got)
+	}
+}
+
 func TestAlignment(t *testing.T) {
 	tensors := streamTensors()
 	def, err := writeBytes(tensors, nil)
