@@ -11,9 +11,10 @@ import (
 
 // The sentinel errors. There is one for each error variant of the reference
 // implementation (named in each comment), so that a verdict can be compared
-// with errors.Is. The errors the package returns wrap them and add the values
-// involved: the tensor, the offsets, the expected and actual sizes, the
-// position in the JSON header.
+// with errors.Is, and then the package's own: a Reader or Writer used after
+// Close, and the misuses of a Writer. The errors the package returns wrap
+// them and add the values involved: the tensor, the offsets, the expected
+// and actual sizes, the position in the JSON header.
 var (
 	// ErrHeaderTooSmall is returned when the file is shorter than the 8-byte
 	// header length (HeaderTooSmall). Errors from a stream that ends early
@@ -87,6 +88,18 @@ var (
 	// ErrClosed is returned by the methods of a Reader or Writer after
 	// Close.
 	ErrClosed = errors.New("safetensors: already closed")
+
+	// ErrWriteOrder is returned by a Writer (and a FileWriter) for bytes
+	// given out of the order it takes them in: WriteTensor for a tensor
+	// whose bytes do not come next in file order, or Write and WriteTensor
+	// after WriteTensorAt. Nothing is written, and the Writer goes on.
+	ErrWriteOrder = errors.New("safetensors: tensor written out of order")
+
+	// ErrTensorWritten is returned by a Writer, a FileWriter and a
+	// ShardedWriter for a tensor whose bytes were already written, or are
+	// being written by another goroutine: each tensor is written once.
+	// Nothing is written, and the writer goes on.
+	ErrTensorWritten = errors.New("safetensors: tensor already written")
 )
 
 // prefix starts every error message of the package, once.

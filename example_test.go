@@ -757,9 +757,9 @@ func ExampleCreateSharded() {
 	// embed → model-00001-of-00002.safetensors
 }
 
-// OpenFile opens a file already open, here one inside an os.Root, which
-// keeps symbolic links from leading out of the directory.
-func ExampleOpenFile() {
+// NewFileReader reads a file already open, here one inside an os.Root,
+// which keeps symbolic links from leading out of the directory.
+func ExampleNewFileReader() {
 	dir, err := os.MkdirTemp("", "models")
 	if err != nil {
 		log.Fatal(err)
@@ -778,7 +778,7 @@ func ExampleOpenFile() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	r, err := safetensors.OpenFile(f)
+	r, err := safetensors.NewFileReader(f)
 	f.Close() // the Reader keeps its mapping, not the file
 	if err != nil {
 		log.Fatal(err)
@@ -884,4 +884,41 @@ func ExampleSave() {
 	fmt.Println(back["proj.weight"].Name, values)
 	// Output:
 	// proj.weight [1 2 3 4]
+}
+
+// A shard may hold a tensor that the index does not list: loaders ignore
+// it, and so does the checkpoint, whose Unlisted names it. Strict refuses
+// such a checkpoint.
+func ExampleSharded_Unlisted() {
+	dir, err := os.MkdirTemp("", "unlisted")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	var tensors []safetensors.Tensor
+	for _, name := range []string{"a", "b", "c"} {
+		tensors = append(tensors, safetensors.Tensor{Name: name, DType: safetensors.U8, Shape: []uint64{2}, Data: []byte{1, 2}})
+	}
+	// Two shards: a and b in the first, c in the second.
+	if err := safetensors.WriteSharded(dir, "model", tensors, 4, nil); err != nil {
+		log.Fatal(err)
+	}
+	// An index that leaves b out.
+	index := `{"weight_map": {"a": "model-00001-of-00002.safetensors", "c": "model-00002-of-00002.safetensors"}}`
+	if err := os.WriteFile(filepath.Join(dir, "model.safetensors.index.json"), []byte(index), 0o644); err != nil {
+		log.Fatal(err)
+	}
+
+	ckpt, err := safetensors.OpenIndex(dir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ckpt.Close()
+	fmt.Println(ckpt.Names(), ckpt.Unlisted())
+
+	_, err = safetensors.OpenIndex(dir, safetensors.Strict())
+	fmt.Println(errors.Is(err, safetensors.ErrUnlistedTensor))
+	// Output:
+	// [a c] [b]
+	// true
 }

@@ -54,7 +54,7 @@ type FileWriter struct {
 // returns a FileWriter, whose Writer methods take the tensors' bytes, into a
 // temporary file in the same directory. WriteTensorAt works, since the
 // temporary file is an *os.File: tensors may be written in any order by
-// several goroutines. Close then checks that every byte arrived, syncs the
+// several goroutines, as the Writer's rules allow. Close then checks that every byte arrived, syncs the
 // file and renames it to path; if anything failed, including a source passed
 // to WriteTensor, Close removes the temporary file and leaves an existing
 // file at path as it was. Abort gives up explicitly. Modes, symbolic links

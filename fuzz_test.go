@@ -203,7 +203,7 @@ func equalShapes(a, b []uint64) bool {
 // FuzzOpenIndex opens a checkpoint of two valid shards under any index
 // file. No index may panic; an accepted one must list only tensors that
 // its shards hold, each readable, and an error must match ErrInvalidIndex
-// or ErrUnlistedTensor.
+// (or ErrUnlistedTensor, under Strict) and come without a Sharded.
 func FuzzOpenIndex(f *testing.F) {
 	dir := f.TempDir()
 	tensors := []Tensor{
@@ -227,17 +227,38 @@ func FuzzOpenIndex(f *testing.F) {
 		if err := os.WriteFile(index, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		s, err := OpenIndex(index)
+		strict, err := OpenIndex(index, Strict())
 		if err != nil && !errors.Is(err, ErrInvalidIndex) && !errors.Is(err, ErrUnlistedTensor) && !errors.Is(err, os.ErrNotExist) {
-			t.Fatalf("unexpected error: %v", err)
+			t.Fatalf("unexpected error under Strict: %v", err)
 		}
-		if s == nil {
+		if err != nil && strict != nil {
+			t.Fatalf("a Sharded with the error %v", err)
+		}
+		if strict != nil {
+			strict.Close()
+		}
+		s, err := OpenIndex(index)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidIndex) && !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			if s != nil {
+				t.Fatalf("a Sharded with the error %v", err)
+			}
 			return
 		}
 		defer s.Close()
+		if (strict == nil) != (len(s.Unlisted()) > 0) {
+			t.Fatalf("Strict gave %v, and Unlisted is %q", err, s.Unlisted())
+		}
 		for _, name := range s.Names() {
 			if _, err := s.Tensor(name); err != nil {
 				t.Fatalf("listed tensor %q: %v", name, err)
+			}
+		}
+		for _, name := range s.Unlisted() {
+			if _, err := s.Tensor(name); !errors.Is(err, ErrTensorNotFound) {
+				t.Fatalf("unlisted tensor %q: %v", name, err)
 			}
 		}
 	})

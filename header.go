@@ -124,7 +124,8 @@ var scalarShape = []uint64{}
 // parsedHeader is a Header with its name index.
 type parsedHeader struct {
 	Header
-	index nameIndex
+	index  nameIndex
+	strict bool // parsed with the Strict option
 }
 
 // parseHeader parses and validates the JSON header text hdr: everything but
@@ -172,6 +173,7 @@ func parseHeader(hdr []byte, cfg *readConfig) (*parsedHeader, error) {
 	return &parsedHeader{
 		Header: Header{Metadata: p.meta, Tensors: tensors, Len: uint64(len(hdr))},
 		index:  index,
+		strict: cfg.strict,
 	}, nil
 }
 

@@ -3,14 +3,13 @@ package safetensors
 import (
 	"os"
 	"path/filepath"
-	"slices"
 )
 
 // A Model is a model's weights as OpenModel finds them from a path: a
 // single safetensors file or a sharded checkpoint, whose tensors read as
 // one set through the embedded Sharded (Names, Tensor, Metadata, Shards,
-// Close and the rest), together with the directory that holds the model's
-// other files, such as config.json.
+// Unlisted, Close and the rest), together with the directory that holds
+// the model's other files, such as config.json.
 type Model struct {
 	*Sharded
 	dir, file string
@@ -34,14 +33,15 @@ type Model struct {
 //     files are links into the cache's blobs.
 //
 // It checks what OpenIndex checks and opens the files as OpenIndex does,
-// with the options given, with two differences. A tensor that a shard
-// holds but the index does not list is no error: it is left out of Names,
-// as loaders leave it out, and Unlisted names it. And a file too large for
-// the address space (on a 32-bit host, a file of 2 GiB or more), which
-// Open cannot map, is read through the file as NewReaderAt reads it, unless
-// ReadAll or ReadInto asks for it in memory: its tensors are then copies,
-// each of at most MaxTensorAlloc bytes and less than the address space, and
-// TensorReader streams larger ones. An error never comes with a Model.
+// with the options given: a tensor that a shard holds but the index does
+// not list is left out of Names, as loaders leave it out, and Unlisted
+// names it (under Strict, it is an error wrapping ErrUnlistedTensor). One
+// thing differs: a file too large for the address space (on a 32-bit
+// host, a file of 2 GiB or more), which Open cannot map, is read through
+// the file as NewReaderAt reads it, unless ReadAll or ReadInto asks for it
+// in memory: its tensors are then copies, each of at most MaxTensorAlloc
+// bytes and less than the address space, and TensorReader streams larger
+// ones. An error never comes with a Model.
 func OpenModel(path string, opts ...ReadOption) (*Model, error) {
 	cfg, err := newReadConfig(opts)
 	if err != nil {
@@ -53,13 +53,7 @@ func OpenModel(path string, opts ...ReadOption) (*Model, error) {
 		return nil, err
 	}
 	s, err := openCheckpoint(file, isIndex, cfg)
-	if s != nil && len(s.unlisted) > 0 && err != nil {
-		err = nil // the tensors are left out, and Unlisted names them
-	}
 	if err != nil {
-		if s != nil {
-			s.Close()
-		}
 		return nil, err
 	}
 	dir := filepath.Dir(file)
@@ -80,9 +74,3 @@ func (m *Model) File() string { return m.file }
 // IsSharded reports whether the model is a sharded checkpoint, opened
 // through its index, rather than a single file.
 func (m *Model) IsSharded() bool { return m.isIndex }
-
-// Unlisted returns the names of the tensors that the shards hold and the
-// index does not list, sorted: loaders ignore them, and so does the Model.
-// It is nil for a single file and for a checkpoint whose index lists every
-// tensor.
-func (m *Model) Unlisted() []string { return slices.Clone(m.unlisted) }

@@ -93,7 +93,8 @@ func TestOpenModelHubCache(t *testing.T) {
 }
 
 // TestOpenModelUnlisted: a tensor the index does not list is no error, as
-// it is for OpenIndex, and Unlisted names it.
+// it is for OpenIndex, and Unlisted names it; under Strict, it is
+// ErrUnlistedTensor.
 func TestOpenModelUnlisted(t *testing.T) {
 	fx := loadShardedFixture(t)
 	dir := writeFixture(t, fx)
@@ -101,7 +102,10 @@ func TestOpenModelUnlisted(t *testing.T) {
 		delete(weightMap(ix), "model.norm.weight")
 		ix["metadata"].(map[string]any)["total_size"] = 6860 - 64 + 0.0
 	})
-	m, err := OpenModel(dir)
+	m, err := OpenModel(dir, Strict())
+	assert.True(t, errors.Is(err, ErrUnlistedTensor), "%v", err)
+	assert.Nil(t, m)
+	m, err = OpenModel(dir)
 	require.NoError(t, err)
 	defer m.Close()
 	assert.Equal(t, []string{"model.norm.weight"}, m.Unlisted())

@@ -46,9 +46,9 @@ type Reader struct {
 // than map it: for network file systems, where mapped reads can be many
 // times slower, or when tensors must stay valid after Close or if the file
 // is truncated. Open reads only the data section, once, in reads of 16 MiB
-// from several goroutines (one a processor, and at least four). OpenFile
-// and OpenIndex take it too; NewReader, NewReaderAt and ReadHeader, which
-// map nothing, ignore it.
+// from several goroutines (one a processor, and at least four).
+// NewFileReader, OpenIndex and OpenModel take it too; NewReader,
+// NewReaderAt and ReadHeader, which map nothing, ignore it.
 func ReadAll() ReadOption {
 	return func(c *readConfig) error {
 		c.readAll = true
@@ -72,7 +72,7 @@ func ReadAll() ReadOption {
 // sum of the shards' data sections, each rounded up to 64 bytes, is
 // enough. A buf too small gives an error wrapping io.ErrShortBuffer; then
 // any part of buf may have been written. Like ReadAll, it applies to Open,
-// OpenFile and OpenIndex.
+// NewFileReader, OpenIndex and OpenModel.
 func ReadInto(buf []byte) ReadOption {
 	return func(c *readConfig) error {
 		c.readAll, c.hasInto, c.into = true, true, buf
@@ -241,10 +241,12 @@ func Open(path string, opts ...ReadOption) (*Reader, error) {
 	return openFile(f, path, cfg)
 }
 
-// OpenFile is Open of a file already open, such as one opened inside an
-// os.Root so that symbolic links cannot lead out of a directory. It does not
-// close f; the Reader does not need it after OpenFile returns.
-func OpenFile(f *os.File, opts ...ReadOption) (*Reader, error) {
+// NewFileReader is Open of a file already open, such as one opened inside
+// an os.Root so that symbolic links cannot lead out of a directory: it maps
+// f (or reads it, with ReadAll or ReadInto) and checks it as Open does. It
+// does not close f; the Reader does not need it after NewFileReader
+// returns.
+func NewFileReader(f *os.File, opts ...ReadOption) (*Reader, error) {
 	cfg, err := newReadConfig(opts)
 	if err != nil {
 		return nil, err

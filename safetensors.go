@@ -1,6 +1,8 @@
 // Package safetensors reads and writes files in the safetensors format, the
 // format Hugging Face models publish their weights in.
 //
+// # Format
+//
 // A file has three parts:
 //
 //	8 bytes    N, the length of the header, as a little-endian uint64
@@ -9,70 +11,160 @@
 //	           padded with spaces
 //	the rest   the data section: the tensors' bytes, little-endian, row-major, with no holes
 //
-// See the [format description] and the [reference implementation].
+// A [DType] is a tensor's element type, spelled as on the wire (F32, BF16,
+// F8_E4M3, I64, BOOL, ...; [ParseDType] reads one), which says its size in
+// bits and whether it is a float type and can hold NaN. A parsed [Header] holds
+// the metadata and one [TensorInfo] per tensor: its name, dtype, shape and
+// offsets into the data section. [MaxHeaderSize] and [MaxDepth] are the
+// reference's limits. See the [format description] and the [reference
+// implementation].
 //
 // # Reading
 //
-// There are three ways to read a file, and one to read only its header:
+// A [Reader] gives the tensors of one file (Names, Tensor, Tensors,
+// Metadata, Header, Prefetch). There are four ways to get one, and one to
+// read only a header:
 //
 //   - [Open] maps a file into memory: opening costs what the header costs,
 //     and tensors are slices of the mapping, read from disk when touched.
-//     The ReadAll option reads the data into memory instead.
+//   - [NewFileReader] is Open of an *os.File already open, such as one
+//     opened inside an os.Root.
 //   - [NewReader] wraps a whole file already in memory; tensors are slices
 //     of it.
 //   - [NewReaderAt] reads through any io.ReaderAt, such as an object in
 //     remote storage: the header with at most two reads, each tensor when
-//     asked for, into new memory.
+//     asked for, into new memory of at most [MaxTensorAlloc] bytes;
+//     [Reader.TensorReader] streams a larger tensor.
 //   - [ReadHeader] reads the prefix and the header from a stream, for tools
 //     that list a file's tensors.
 //
 // All of them give exactly the verdict of the reference implementation (the
 // Hugging Face Rust crate) on every file: the same files are accepted, with
 // the same error for the others, matched by the sentinel errors with
-// errors.Is. The [Strict] option also rejects what the format description
-// forbids but the reference tolerates.
+// errors.Is.
 //
-// A [Tensor]'s Data holds its little-endian bytes. [View] sees them as a
-// []float32, []uint16, ... without copying; [Values] decodes them into a new
-// slice; [Tensor.Float32s] decodes any real dtype to float32, F16, BF16 and
-// the F8 types exactly, and [Tensor.AppendFloat32s] does it through a buffer
-// the caller keeps. [Tensor.Slice] selects part of a tensor, as the
-// reference's get_slice does, as runs of its bytes. [Tensor.Stats] counts a
-// tensor's NaNs and infinities and gives its extremes, mean and standard
-// deviation, for checking weights as they are loaded.
+// A model's weights are often more than one file. [OpenIndex] opens a
+// sharded checkpoint (model.safetensors.index.json and shards named like
+// model-00001-of-00030.safetensors, [IndexSuffix] ending the index's name)
+// as one [Sharded], after checking the index against every shard; given a
+// directory, it finds the checkpoint as transformers does. Tensors that a
+// shard holds and the index does not list are left out, as loaders leave
+// them out, and [Sharded.Unlisted] names them. [NewSharded] checks and
+// opens a checkpoint whose shards are elsewhere, such as on an HTTP server.
+// [OpenModel] opens every form a model's weights come in (a file, an index,
+// a model directory, a snapshot of the Hugging Face cache) as a [Model]: a
+// Sharded, and the directory of the model's other files, such as
+// config.json. A *Reader, a *Sharded and a *Model are each a
+// [TensorSource], the names and tensors that tools reading a model need.
 //
-// [OpenIndex] opens a sharded checkpoint (model.safetensors.index.json and
-// its shards) as one, after checking the index against every shard;
-// [CreateSharded] and [WriteSharded] write one as transformers does.
+// A [ReadOption] changes how files are read: [ReadAll] makes Open read the
+// data section into memory rather than map it (for network file systems,
+// or tensors that outlive Close), [ReadInto] into a buffer the caller keeps
+// from file to file, and [Strict] also rejects what the format description
+// forbids but the reference tolerates, and the tensors an index leaves out.
 //
-// The remote subpackage reads files over HTTP with range requests, and the
-// safetensors command (cmd/safetensors) inspects, validates, summarizes and
-// converts files.
+// # Tensors
 //
-// # Converting
-//
-// [F16ToF32], [BF16ToF32], [F32ToF16] and [F32ToBF16] convert single values,
-// exactly or with a chosen [Rounding]: to nearest even, as PyTorch and NumPy
-// do, or by truncation. The bulk forms convert
-// slices and tensor bytes into a buffer the caller supplies, and
-// [TensorFromFloat32s] builds a tensor for writing. On amd64 the bulk
-// conversions use F16C and AVX2 when the CPU has them, and AVX-512's BF16
-// conversion where it exists; the purego build tag keeps them in pure Go.
+// A [Tensor] is a name, a dtype, a shape and the tensor's little-endian
+// bytes, Data. [View] sees them as a []float32, []uint16, ... (any
+// [Number] type that holds the dtype) without copying; [Values] decodes them
+// into a new or reused slice. [Tensor.Float32s] decodes any real dtype to
+// float32, F16, BF16 and the F8 types exactly, and [Tensor.AppendFloat32s]
+// does it through a buffer the caller keeps. [Tensor.Slice] selects part of
+// a tensor, as the reference's get_slice does, with one [Selector] per
+// leading dimension ([At], [Range], [All]): the [TensorSlice] it gives is
+// runs of the tensor's bytes, not a copy. [Tensor.Elements] cuts a flat
+// range of elements, for work split between goroutines. [Tensor.Stats]
+// counts a tensor's NaNs and infinities and gives its extremes, mean and
+// standard deviation as [Stats], for checking weights as they are loaded.
 //
 // # Writing
 //
 // [Write] and [WriteFile] write tensors held in memory, byte for byte as the
 // reference writer does: tensors ordered by dtype then name, compact JSON,
 // the header padded with spaces so that the data section is 8-byte aligned
-// (or more, with the [Alignment] option).
+// (or more, with the [Alignment] option, up to [MaxAlignment]; a
+// [WriteOption] changes how files are written).
 //
-// For files larger than memory, [NewWriter] takes the tensors' names, dtypes
-// and shapes first, writes the header, and then takes their bytes in chunks
-// of any size ([Writer.Write], [Writer.WriteTensor]), or, on an io.WriterAt
-// such as an *os.File, whole tensors in any order from several goroutines
-// ([Writer.WriteTensorAt]). [CreateFile] does the same into a file that
-// appears only once it is complete. WriteFile and CreateFile never leave a
-// partial file behind.
+// For files larger than memory, [NewWriter] takes each tensor's name, dtype
+// and shape as a [TensorSpec], writes the header, and returns a [Writer]
+// that takes the tensors' bytes: in file order, in chunks of any size
+// ([Writer.Write], [Writer.WriteTensor]), or, on an io.WriterAt such as an
+// *os.File, whole tensors at their places, in any order, from several
+// goroutines ([Writer.WriteTensorAt]). Each tensor is written once; a
+// tensor out of order gives [ErrWriteOrder], one written twice
+// [ErrTensorWritten]. [CreateFile] returns a [FileWriter], a Writer into a
+// temporary file that appears at its path only once it is complete.
+// WriteFile and CreateFile never leave a partial file behind, and never
+// leave their temporary files (named as [TempPattern] says) but when the
+// process is killed.
+//
+// [CreateSharded] writes a sharded checkpoint as transformers does, shard
+// by shard through a [ShardedWriter], the index last; [WriteSharded] does
+// it for tensors held in memory. A checkpoint already in the directory is
+// replaced so that the directory always holds a complete one.
+//
+// # Converting
+//
+// [F16ToF32], [BF16ToF32], [F32ToF16] and [F32ToBF16] convert single values,
+// exactly or with a chosen [Rounding]: to nearest even, as PyTorch and NumPy
+// do, or by truncation. The bulk forms ([F16ToF32s], [F16BytesToF32s],
+// [F32sToBF16Bytes] and the others) convert slices and tensor bytes into a
+// buffer the caller supplies, and [TensorFromFloat32s] builds a tensor for
+// writing. On amd64 the bulk conversions use F16C and AVX2 when the CPU has
+// them, and AVX-512's BF16 conversion where it exists; the purego build tag
+// keeps them in pure Go.
+//
+// # Loading
+//
+// [Load] and [Save] do in one call what Python's load_file and save_file
+// do: Load reads a file's tensors into memory that belongs to the caller,
+// with nothing left open, and Save writes a map of tensors as WriteFile
+// does.
+//
+// A [Loader] fills memory from a checkpoint the way an inference server
+// fills a device: it reads the tensors of a Reader, a Sharded, or any
+// source that the caller describes with [LoadFile] values, with several
+// goroutines in large chunks, into a bounded amount of memory that it reuses, and hands each
+// tensor over as soon as its bytes have arrived. It can read local files
+// without leaving them in the page cache, for machines whose devices share
+// the host's memory.
+//
+// # Files that change while mapped
+//
+// A file that Open mapped and that is truncated while in use (another
+// program rewrites it in place) makes reading its tensors' memory fault,
+// which would kill the program (SIGBUS). The package's own functions that
+// read tensor data turn that fault into an error wrapping [ErrFileChanged];
+// [GuardFaults] does the same around code that reads a tensor's Data
+// itself. The writers of this package replace a file rather than rewrite
+// it in place, so writing a model over one that is mapped does not cause
+// it.
+//
+// # Errors
+//
+// There is one sentinel error for each error of the reference
+// implementation ([ErrHeaderTooSmall], [ErrHeaderTooLarge],
+// [ErrInvalidHeaderLength], [ErrHeaderNotUTF8], [ErrInvalidHeader],
+// [ErrInvalidOffset], [ErrShapeOverflow], [ErrMisalignedSlice],
+// [ErrSizeMismatch], [ErrIncompleteBuffer], [ErrTensorNotFound]), so that a
+// verdict compares with the reference's through errors.Is, and the
+// package's own: [ErrUnknownDType], [ErrInvalidIndex] and
+// [ErrUnlistedTensor] for checkpoints, [ErrNotRegular] for a path that is
+// not a regular file, [ErrClosed] for a Reader or Writer used after Close,
+// [ErrWriteOrder] and [ErrTensorWritten] for a Writer given bytes it cannot
+// take, [ErrInvalidSlice], [ErrDTypeMismatch], [ErrNoView] and
+// [ErrTensorTooLarge] for tensors, and [ErrFileChanged]. The
+// errors returned wrap them with the details: a [*TensorError] names the
+// tensor, and a [*HeaderError] gives the position in the JSON header.
+//
+// # Concurrency and lifetimes
+//
+// A Reader, a Sharded and a Model are safe for use by several goroutines at
+// once, except for Close. The Data of a tensor from Open is a slice of the
+// mapping: read-only, and invalid after Close, unless ReadAll or ReadInto
+// read it into memory. A Writer is for one goroutine at a time, except for
+// WriteTensorAt.
 //
 // # Security
 //
@@ -85,6 +177,14 @@
 // must be exactly covered by the tensors, so a file cannot hide other content.
 // Tensor values are not checked: NaN and Inf may be stored.
 //
+// # Other packages
+//
+// The remote subpackage reads files and checkpoints over HTTP with range
+// requests; check, diff and quant check, compare and quantize models;
+// dataset reads and writes datasets in the Spark connector's layout; and
+// the safetensors command (cmd/safetensors) inspects, validates, summarizes
+// and converts files.
+//
 // [format description]: https://github.com/huggingface/safetensors#format
 // [reference implementation]: https://github.com/huggingface/safetensors/tree/main/safetensors
 package safetensors
@@ -96,7 +196,8 @@ import (
 )
 
 // A ReadOption changes how a file is read. Pass options to [Open],
-// [OpenFile], [OpenIndex], [NewReader], [NewReaderAt] and [ReadHeader].
+// [NewFileReader], [OpenIndex], [OpenModel], [NewReader], [NewReaderAt] and
+// [ReadHeader].
 type ReadOption func(*readConfig) error
 
 // readConfig holds the settings of ReadOptions.
@@ -172,6 +273,12 @@ func newReadConfig(opts []ReadOption) (*readConfig, error) {
 //
 // Every file Strict accepts, the default parser accepts too, with the same
 // tensors and metadata.
+//
+// For a sharded checkpoint (OpenIndex, OpenModel, and NewSharded when its
+// open function reads the shards with Strict), Strict also refuses tensors
+// that a shard holds but the index does not list, which loaders ignore and
+// a tool reading the shard's file sees: the error wraps ErrUnlistedTensor.
+// Without Strict, the checkpoint opens and Sharded.Unlisted names them.
 func Strict() ReadOption {
 	return func(c *readConfig) error {
 		c.strict = true

@@ -29,10 +29,11 @@ var (
 	// directory.
 	ErrInvalidIndex = errors.New("safetensors: invalid sharded checkpoint")
 
-	// ErrUnlistedTensor is returned by OpenIndex when a shard holds tensors
-	// that the index does not list, which loaders ignore. OpenIndex then
-	// returns a usable Sharded along with the error, so that a caller may
-	// accept such a checkpoint with errors.Is(err, ErrUnlistedTensor).
+	// ErrUnlistedTensor is returned, under the Strict option only, by
+	// OpenIndex, OpenModel and NewSharded for a checkpoint whose shards hold
+	// tensors that the index does not list. Without Strict such a
+	// checkpoint opens without an error: the tensors are left out, as
+	// loaders leave them out, and Sharded.Unlisted names them.
 	ErrUnlistedTensor = errors.New("safetensors: tensor not listed in the index")
 )
 
@@ -86,10 +87,10 @@ type Sharded struct {
 // ErrInvalidIndex, and what a shard's Open returned; they name the files
 // and tensors involved.
 //
-// A tensor that a shard holds but the index does not list is not readable
-// through the Sharded (loaders ignore it), and makes OpenIndex return an
-// error wrapping ErrUnlistedTensor together with a usable Sharded, which
-// the caller may keep, or close.
+// A tensor that a shard holds but the index does not list is no error: it
+// is not readable through the Sharded, as loaders ignore it, and Unlisted
+// names it. Under the Strict option it is an error wrapping
+// ErrUnlistedTensor. An error never comes with a Sharded.
 //
 // The options go to every shard's Open; the shards share ReadInto's
 // buffer, as its documentation says.
@@ -262,8 +263,10 @@ const maxOpenConcurrency = 8
 // without it, as transformers 4 wrote them, are as good. Errors wrap
 // ErrInvalidIndex, and what open returned;
 // they name the index, files and tensors involved. As with OpenIndex, a
-// tensor a shard holds but the index does not list gives a usable Sharded
-// with an error wrapping ErrUnlistedTensor.
+// tensor a shard holds but the index does not list is left out, and
+// Unlisted names it; if open read any shard with the Strict option, it is
+// an error wrapping ErrUnlistedTensor instead. An error never comes with a
+// Sharded.
 //
 // The Sharded owns the Readers open returned: its Close closes them, and
 // NewSharded closes them itself when it fails.
@@ -278,20 +281,38 @@ func NewSharded(name string, index []byte, open func(shard string) (*Reader, err
 		s.Close()
 		return nil, err
 	}
-	if len(unlisted) > 0 {
-		slices.Sort(unlisted)
-		s.unlisted = unlisted
-		quoted := make([]string, min(len(unlisted), 5))
-		for i := range quoted {
-			quoted[i] = strconv.Quote(unlisted[i])
-		}
-		more := ""
-		if len(unlisted) > 5 {
-			more = fmt.Sprintf(" and %d more", len(unlisted)-5)
-		}
-		return s, fmt.Errorf("%w: %s: %s%s", ErrUnlistedTensor, name, strings.Join(quoted, ", "), more)
+	if len(unlisted) == 0 {
+		return s, nil
 	}
+	slices.Sort(unlisted)
+	if s.strict() {
+		s.Close()
+		return nil, fmt.Errorf("%w (strict): %s: %d tensors: %s", ErrUnlistedTensor, name, len(unlisted), quoteNames(unlisted, 5))
+	}
+	s.unlisted = unlisted
 	return s, nil
+}
+
+// quoteNames quotes the first max names, and says how many more there are.
+func quoteNames(names []string, max int) string {
+	quoted := make([]string, min(len(names), max))
+	for i := range quoted {
+		quoted[i] = strconv.Quote(names[i])
+	}
+	if len(names) > max {
+		quoted = append(quoted, fmt.Sprintf("and %d more", len(names)-max))
+	}
+	return strings.Join(quoted, ", ")
+}
+
+// strict reports whether any shard was read with the Strict option.
+func (s *Sharded) strict() bool {
+	for _, r := range s.shards {
+		if r.h.strict {
+			return true
+		}
+	}
+	return false
 }
 
 // maxIndexSize bounds the index file, as MaxHeaderSize bounds a header: an
@@ -502,6 +523,13 @@ func (s *Sharded) Names() []string {
 	}
 	return slices.Clone(s.names)
 }
+
+// Unlisted returns the names of the tensors that the shards hold and the
+// index does not list, sorted: loaders ignore them, and so does the
+// Sharded (they are not in Names, and Tensor does not find them), but a
+// tool that reads the shards' files sees them. It is nil for a single file
+// and for a checkpoint whose index lists every tensor.
+func (s *Sharded) Unlisted() []string { return slices.Clone(s.unlisted) }
 
 // Metadata returns a copy of the index's "metadata" object, as
 // Reader.Metadata returns a file's: string values as they are, and other
@@ -792,7 +820,9 @@ func (w *ShardedWriter) Shard(name string) (string, error) {
 
 // WriteTensor writes the named tensor's bytes, read from r, into its shard:
 // exactly as many as its shape and dtype need, as Writer.WriteTensorAt does.
-// Tensors may come in any order, from several goroutines at once.
+// Tensors may come in any order, from several goroutines at once, each
+// once: a tensor written before gives an error wrapping ErrTensorWritten,
+// and a name not in the checkpoint one wrapping ErrTensorNotFound.
 func (w *ShardedWriter) WriteTensor(name string, r io.Reader) error {
 	i, ok := w.where[name]
 	if !ok {

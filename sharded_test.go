@@ -189,6 +189,8 @@ func TestCreateShardedConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 	assert.True(t, errors.Is(w.WriteTensor("nope", nil), ErrTensorNotFound))
+	err = w.WriteTensor(fx.tensors[0].Name, bytes.NewReader(fx.tensors[0].Data))
+	assert.True(t, errors.Is(err, ErrTensorWritten), "each tensor once: %v", err)
 	require.NoError(t, w.Close())
 	index, err := os.ReadFile(filepath.Join(dir, "model.safetensors.index.json"))
 	require.NoError(t, err)
@@ -352,19 +354,30 @@ func TestOpenIndexSymlinkOut(t *testing.T) {
 }
 
 // TestOpenIndexUnlisted opens a checkpoint whose shard holds a tensor that
-// the index does not list: an error the caller may ignore.
+// the index does not list: no error, the tensor left out and named by
+// Unlisted; under Strict, an error wrapping ErrUnlistedTensor, and no
+// Sharded.
 func TestOpenIndexUnlisted(t *testing.T) {
 	fx := loadShardedFixture(t)
 	dir := writeFixture(t, fx)
+	s, err := OpenIndex(dir)
+	require.NoError(t, err)
+	assert.Nil(t, s.Unlisted(), "the index lists every tensor")
+	require.NoError(t, s.Close())
 	editIndex(t, dir, func(ix map[string]any) {
 		delete(weightMap(ix), "model.norm.weight")                      // 64 bytes
 		ix["metadata"].(map[string]any)["total_size"] = 6860 - 64 + 0.0 // a float, as some writers give
 	})
-	s, err := OpenIndex(dir)
+
+	s, err = OpenIndex(dir, Strict())
 	assert.True(t, errors.Is(err, ErrUnlistedTensor), "%v", err)
-	assert.Contains(t, err.Error(), `"model.norm.weight"`)
-	require.NotNil(t, s, "usable despite the error")
+	assert.ErrorContains(t, err, `"model.norm.weight"`)
+	assert.Nil(t, s, "an error never comes with a Sharded")
+
+	s, err = OpenIndex(dir)
+	require.NoError(t, err)
 	defer s.Close()
+	assert.Equal(t, []string{"model.norm.weight"}, s.Unlisted())
 	assert.NotContains(t, s.Names(), "model.norm.weight")
 	_, err = s.Tensor("model.norm.weight")
 	assert.True(t, errors.Is(err, ErrTensorNotFound))

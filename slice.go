@@ -6,37 +6,41 @@ import (
 	"math/bits"
 )
 
-// ErrInvalidSlice is returned by Tensor.Slice for indices that do not fit the
-// tensor: more indices than dimensions, a position or bound past the end of
-// its dimension, or a range whose start is after its stop.
+// ErrInvalidSlice is returned by Tensor.Slice for selectors that do not fit
+// the tensor: more selectors than dimensions, a position or bound past the
+// end of its dimension, or a range whose start is after its stop.
 var ErrInvalidSlice = errors.New("safetensors: invalid slice")
 
-// An Index selects part of one dimension of a tensor, for Tensor.Slice: a
-// single position, which drops the dimension, or a range of positions.
-type Index struct {
+// A Selector selects part of one dimension of a tensor, for Tensor.Slice:
+// a single position (At), which drops the dimension, a range of positions
+// (Range), or the whole dimension (All). The zero Selector is All().
+type Selector struct {
 	start, stop uint64
-	kind        indexKind
+	kind        selectorKind
 }
 
-type indexKind uint8
+// selectorKind says what a Selector selects.
+type selectorKind uint8
 
 const (
-	indexAll indexKind = iota
-	indexAt
-	indexRange
+	selectAll selectorKind = iota
+	selectAt
+	selectRange
 )
 
 // At selects position i of a dimension, and drops the dimension from the
 // result's shape, like x[i] in Python.
-func At(i uint64) Index { return Index{start: i, kind: indexAt} }
+func At(i uint64) Selector { return Selector{start: i, kind: selectAt} }
 
 // Range selects positions start up to stop, excluded, like x[start:stop] in
 // Python; start == stop selects nothing.
-func Range(start, stop uint64) Index { return Index{start: start, stop: stop, kind: indexRange} }
+func Range(start, stop uint64) Selector {
+	return Selector{start: start, stop: stop, kind: selectRange}
+}
 
 // All selects a whole dimension, like x[:] in Python; dimensions after the
-// last Index are selected whole too.
-func All() Index { return Index{kind: indexAll} }
+// last Selector are selected whole too.
+func All() Selector { return Selector{kind: selectAll} }
 
 // A TensorSlice is the part of a tensor that Tensor.Slice selects: its shape,
 // and its bytes, which are runs of the tensor's bytes (row-major order makes
@@ -63,12 +67,12 @@ type span struct {
 }
 
 // Slice selects part of the tensor, as the reference's get_slice does: one
-// Index per leading dimension, the rest whole. It returns the selection's
+// Selector per leading dimension, the rest whole. It returns the selection's
 // shape and its bytes as contiguous runs of t.Data, without copying them.
-// Indices that do not fit give an error wrapping ErrInvalidSlice; a
+// Selectors that do not fit give an error wrapping ErrInvalidSlice; a
 // selection of F4 or F6 elements whose runs do not start and end on byte
 // boundaries gives one wrapping ErrMisalignedSlice.
-func (t Tensor) Slice(indices ...Index) (TensorSlice, error) {
+func (t Tensor) Slice(selectors ...Selector) (TensorSlice, error) {
 	size, err := byteSize(t.DType, t.Shape)
 	if err != nil {
 		return TensorSlice{}, &TensorError{Name: t.Name, Err: err}
@@ -77,8 +81,8 @@ func (t Tensor) Slice(indices ...Index) (TensorSlice, error) {
 		return TensorSlice{}, tensorErrorf(t.Name, ErrSizeMismatch, "len(Data) is %d, shape %v of %v needs %d bytes", len(t.Data), t.Shape, t.DType, size)
 	}
 	rank := len(t.Shape)
-	if len(indices) > rank {
-		return TensorSlice{}, tensorErrorf(t.Name, ErrInvalidSlice, "%d indices for %d dimensions", len(indices), rank)
+	if len(selectors) > rank {
+		return TensorSlice{}, tensorErrorf(t.Name, ErrInvalidSlice, "%d selectors for %d dimensions", len(selectors), rank)
 	}
 	s := TensorSlice{Name: t.Name, DType: t.DType, Shape: []uint64{}, data: t.Data}
 
@@ -86,15 +90,15 @@ func (t Tensor) Slice(indices ...Index) (TensorSlice, error) {
 	sel := make([]span, rank)
 	for i, d := range t.Shape {
 		first, count := uint64(0), d
-		if i < len(indices) {
-			x := indices[i]
+		if i < len(selectors) {
+			x := selectors[i]
 			switch x.kind {
-			case indexAt:
+			case selectAt:
 				if x.start >= d {
 					return TensorSlice{}, tensorErrorf(t.Name, ErrInvalidSlice, "index %d of dimension %d is out of range [0, %d)", x.start, i, d)
 				}
 				first, count = x.start, 1
-			case indexRange:
+			case selectRange:
 				if x.start > x.stop {
 					return TensorSlice{}, tensorErrorf(t.Name, ErrInvalidSlice, "range [%d, %d) of dimension %d starts after it stops", x.start, x.stop, i)
 				}
@@ -105,7 +109,7 @@ func (t Tensor) Slice(indices ...Index) (TensorSlice, error) {
 			}
 		}
 		sel[i] = span{first: first, count: count}
-		if i >= len(indices) || indices[i].kind != indexAt {
+		if i >= len(selectors) || selectors[i].kind != selectAt {
 			s.Shape = append(s.Shape, count)
 		}
 	}

@@ -67,7 +67,7 @@ func TestSliceRandom(t *testing.T) {
 		data := le8(int(size), byte(iter))
 		tensor := Tensor{Name: "t", DType: d, Shape: shape, Data: data}
 
-		var idx []Index
+		var idx []Selector
 		lo, hi := make([]uint64, rank), make([]uint64, rank)
 		var wantShape []uint64
 		n := r.IntN(rank + 1)
@@ -126,7 +126,7 @@ func withEmpty(t Tensor) Tensor {
 // TestSliceChunks checks that the chunks are as long as the selection allows.
 func TestSliceChunks(t *testing.T) {
 	tensor := Tensor{Name: "m", DType: F32, Shape: []uint64{4, 5, 6}, Data: le8(4*5*6*4, 1)}
-	count := func(idx ...Index) int {
+	count := func(idx ...Selector) int {
 		s, err := tensor.Slice(idx...)
 		require.NoError(t, err)
 		n := 0
@@ -157,13 +157,13 @@ func TestSliceChunks(t *testing.T) {
 func TestSliceErrors(t *testing.T) {
 	tensor := Tensor{Name: "m", DType: F32, Shape: []uint64{2, 3}, Data: le8(24, 1)}
 	for _, tt := range []struct {
-		idx    []Index
+		idx    []Selector
 		detail string
 	}{
-		{[]Index{All(), All(), All()}, "3 indices for 2 dimensions"},
-		{[]Index{At(2)}, "index 2 of dimension 0 is out of range [0, 2)"},
-		{[]Index{All(), Range(1, 4)}, "range [1, 4) of dimension 1 is out of range [0, 3]"},
-		{[]Index{Range(2, 1)}, "starts after it stops"},
+		{[]Selector{All(), All(), All()}, "3 selectors for 2 dimensions"},
+		{[]Selector{At(2)}, "index 2 of dimension 0 is out of range [0, 2)"},
+		{[]Selector{All(), Range(1, 4)}, "range [1, 4) of dimension 1 is out of range [0, 3]"},
+		{[]Selector{Range(2, 1)}, "starts after it stops"},
 	} {
 		_, err := tensor.Slice(tt.idx...)
 		require.ErrorIs(t, err, ErrInvalidSlice, tt.detail)

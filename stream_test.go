@@ -105,7 +105,7 @@ func TestWriterWriteTensor(t *testing.T) {
 
 	// Out of order.
 	err = w.WriteTensor(order[1].Name, bytes.NewReader(byName[order[1].Name].Data))
-	require.ErrorIs(t, err, ErrInvalidOffset)
+	require.ErrorIs(t, err, ErrWriteOrder)
 	assert.Contains(t, err.Error(), fmt.Sprintf("in tensor %q", order[0].Name))
 	err = w.WriteTensor("nope", strings.NewReader(""))
 	require.ErrorIs(t, err, ErrTensorNotFound)
@@ -193,7 +193,22 @@ func TestWriterErrors(t *testing.T) {
 	})
 	t.Run("at_needs_writer_at", func(t *testing.T) {
 		w, _, _ := newW()
-		assert.Error(t, w.WriteTensorAt("scale", strings.NewReader("12345678")))
+		err := w.WriteTensorAt("scale", strings.NewReader("12345678"))
+		require.ErrorIs(t, err, errors.ErrUnsupported)
+		var te *TensorError
+		require.ErrorAs(t, err, &te)
+		assert.Equal(t, "scale", te.Name)
+		assert.ErrorContains(t, err, "io.WriterAt")
+	})
+	t.Run("no_tensors", func(t *testing.T) {
+		var buf bytes.Buffer
+		w, err := NewWriter(&buf, nil, nil)
+		require.NoError(t, err)
+		size := buf.Len()
+		n, err := w.Write([]byte{1})
+		assert.Zero(t, n)
+		require.ErrorIs(t, err, ErrSizeMismatch)
+		assert.Equal(t, size, buf.Len())
 	})
 	t.Run("invalid_specs", func(t *testing.T) {
 		var buf bytes.Buffer
@@ -202,6 +217,118 @@ func TestWriterErrors(t *testing.T) {
 		assert.Zero(t, buf.Len())
 		_, err = NewWriter(&buf, nil, nil, Alignment(12))
 		assert.Error(t, err)
+	})
+}
+
+// TestWriterMisuse: each way of breaking a Writer's rules is refused with
+// a *TensorError naming the tensor and wrapping the sentinel that says what
+// happened; nothing is written, and the Writer goes on to write the file.
+func TestWriterMisuse(t *testing.T) {
+	tensors := streamTensors()
+	want, err := writeBytes(tensors, nil)
+	require.NoError(t, err)
+	byName := map[string][]byte{}
+	for _, tensor := range tensors {
+		byName[tensor.Name] = tensor.Data
+	}
+	// newW returns a Writer to a file, which is an io.WriterAt, and the
+	// tensors in file order.
+	newW := func(t *testing.T) (*Writer, *os.File, []TensorInfo) {
+		f, err := os.Create(filepath.Join(t.TempDir(), "w.safetensors"))
+		require.NoError(t, err)
+		t.Cleanup(func() { f.Close() })
+		w, err := NewWriter(f, specsOf(tensors), nil)
+		require.NoError(t, err)
+		return w, f, w.Header().Tensors
+	}
+	refused := func(t *testing.T, err, sentinel error, name string) {
+		t.Helper()
+		require.ErrorIs(t, err, sentinel)
+		var te *TensorError
+		require.ErrorAs(t, err, &te)
+		assert.Equal(t, name, te.Name)
+	}
+	size := func(t *testing.T, f *os.File) int64 {
+		info, err := f.Stat()
+		require.NoError(t, err)
+		return info.Size()
+	}
+	finish := func(t *testing.T, w *Writer, f *os.File) {
+		t.Helper()
+		require.NoError(t, w.Close())
+		got, err := os.ReadFile(f.Name())
+		require.NoError(t, err)
+		assert.Equal(t, want, got)
+	}
+
+	t.Run("in_order_twice", func(t *testing.T) {
+		w, f, order := newW(t)
+		require.NoError(t, w.WriteTensor(order[0].Name, bytes.NewReader(byName[order[0].Name])))
+		before := size(t, f)
+		err := w.WriteTensor(order[0].Name, bytes.NewReader(byName[order[0].Name]))
+		refused(t, err, ErrTensorWritten, order[0].Name)
+		assert.Equal(t, before, size(t, f), "nothing written")
+		for _, info := range order[1:] {
+			require.NoError(t, w.WriteTensor(info.Name, bytes.NewReader(byName[info.Name])))
+		}
+		finish(t, w, f)
+	})
+	t.Run("at_after_in_order", func(t *testing.T) {
+		w, f, order := newW(t)
+		require.NoError(t, w.WriteTensor(order[0].Name, bytes.NewReader(byName[order[0].Name])))
+		err := w.WriteTensorAt(order[0].Name, bytes.NewReader(byName[order[0].Name]))
+		refused(t, err, ErrTensorWritten, order[0].Name)
+		for i := len(order) - 1; i > 0; i-- { // backwards, at their places
+			require.NoError(t, w.WriteTensorAt(order[i].Name, bytes.NewReader(byName[order[i].Name])))
+		}
+		err = w.WriteTensorAt(order[1].Name, bytes.NewReader(byName[order[1].Name]))
+		refused(t, err, ErrTensorWritten, order[1].Name)
+		finish(t, w, f)
+	})
+	t.Run("at_of_a_begun_tensor", func(t *testing.T) {
+		w, f, order := newW(t)
+		_, err := w.Write(byName[order[0].Name][:3])
+		require.NoError(t, err)
+		err = w.WriteTensorAt(order[0].Name, bytes.NewReader(byName[order[0].Name]))
+		refused(t, err, ErrTensorWritten, order[0].Name)
+		_, err = w.Write(byName[order[0].Name][3:])
+		require.NoError(t, err, "the Writer goes on")
+		for _, info := range order[1:] {
+			require.NoError(t, w.WriteTensor(info.Name, bytes.NewReader(byName[info.Name])))
+		}
+		finish(t, w, f)
+	})
+	t.Run("in_order_after_at", func(t *testing.T) {
+		w, f, order := newW(t)
+		last := order[len(order)-1]
+		require.NoError(t, w.WriteTensorAt(last.Name, bytes.NewReader(byName[last.Name])))
+		err := w.WriteTensor(order[0].Name, bytes.NewReader(byName[order[0].Name]))
+		refused(t, err, ErrWriteOrder, order[0].Name)
+		_, err = w.Write(byName[order[0].Name])
+		refused(t, err, ErrWriteOrder, order[0].Name)
+		for _, info := range order[:len(order)-1] {
+			require.NoError(t, w.WriteTensorAt(info.Name, bytes.NewReader(byName[info.Name])))
+		}
+		finish(t, w, f)
+	})
+	t.Run("at_twice_at_once", func(t *testing.T) {
+		w, f, order := newW(t)
+		name := order[0].Name
+		pr, pw := io.Pipe()
+		done := make(chan error, 1)
+		go func() { done <- w.WriteTensorAt(name, pr) }()
+		_, err := pw.Write(byName[name][:1]) // the first call is writing
+		require.NoError(t, err)
+		err = w.WriteTensorAt(name, bytes.NewReader(byName[name]))
+		refused(t, err, ErrTensorWritten, name)
+		assert.ErrorContains(t, err, "another WriteTensorAt")
+		_, err = pw.Write(byName[name][1:])
+		require.NoError(t, err)
+		require.NoError(t, <-done)
+		for _, info := range order[1:] {
+			require.NoError(t, w.WriteTensorAt(info.Name, bytes.NewReader(byName[info.Name])))
+		}
+		finish(t, w, f)
 	})
 }
 
@@ -242,9 +369,9 @@ func TestWriteTensorAt(t *testing.T) {
 	assert.ErrorIs(t, statErr, os.ErrNotExist, "nothing at the path before Close")
 
 	err = fw.WriteTensorAt(tensors[0].Name, bytes.NewReader(tensors[0].Data))
-	assert.ErrorIs(t, err, ErrInvalidOffset, "each tensor once")
+	assert.ErrorIs(t, err, ErrTensorWritten, "each tensor once")
 	_, err = fw.Write([]byte{1})
-	assert.Error(t, err, "no sequential writes after WriteTensorAt")
+	assert.ErrorIs(t, err, ErrWriteOrder, "no sequential writes after WriteTensorAt")
 
 	require.NoError(t, fw.Close())
 	got, err := os.ReadFile(path)
@@ -274,6 +401,37 @@ func TestWriteTensorAtIncomplete(t *testing.T) {
 	require.ErrorIs(t, err, ErrSizeMismatch)
 	assert.Contains(t, err.Error(), `tensor "counts": byte size does not match shape and dtype: 0 of 24 bytes written, 24 missing`)
 	assertDir(t, dir)
+}
+
+// TestWriteTensorAtEmpty: a tensor of no bytes needs no write, in either
+// way of writing.
+func TestWriteTensorAtEmpty(t *testing.T) {
+	tensors := streamTensors()
+	want, err := writeBytes(tensors, nil)
+	require.NoError(t, err)
+	byName := map[string][]byte{}
+	for _, tensor := range tensors {
+		byName[tensor.Name] = tensor.Data
+	}
+	for _, at := range []bool{true, false} {
+		path := filepath.Join(t.TempDir(), "x.safetensors")
+		fw, err := CreateFile(path, specsOf(tensors), nil)
+		require.NoError(t, err)
+		for _, info := range fw.Header().Tensors {
+			data := byName[info.Name]
+			switch {
+			case len(data) == 0:
+			case at:
+				require.NoError(t, fw.WriteTensorAt(info.Name, bytes.NewReader(data)))
+			default:
+				require.NoError(t, fw.WriteTensor(info.Name, bytes.NewReader(data)))
+			}
+		}
+		require.NoError(t, fw.Close(), "WriteTensorAt: %v", at)
+		got, err := os.ReadFile(path)
+		require.NoError(t, err)
+		assert.Equal(t, want, got)
+	}
 }
 
 func TestAlignment(t *testing.T) {

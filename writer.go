@@ -147,14 +147,28 @@ func makePlan(n int, spec func(i int) (string, DType, []uint64), metadata map[st
 // than memory can be written: the header, which lists every offset, goes
 // first.
 //
-// The bytes go in file order, the order of Header().Tensors, through Write
-// (any chunks, as from io.Copy) or WriteTensor (a whole tensor, by name).
-// When the destination is an io.WriterAt, such as an *os.File, WriteTensorAt
-// takes whole tensors in any order, from any number of goroutines at once.
-// Close checks that every byte arrived.
+// Each tensor's bytes are written once, in one of two ways:
 //
-// Errors are sticky: once a write fails, every later call returns the same
-// error. Apart from WriteTensorAt, a Writer is for one goroutine at a time.
+//   - in file order, the order of Header().Tensors, through Write (any
+//     chunks, as from io.Copy) or WriteTensor (a whole tensor, by name);
+//   - when the destination is an io.WriterAt, such as an *os.File, through
+//     WriteTensorAt: whole tensors in any order, from any number of
+//     goroutines at once.
+//
+// Writes in file order come first: WriteTensorAt may follow them, for the
+// tensors they have not begun, but they may not follow WriteTensorAt, since
+// an io.Writer's position need not follow what WriteAt wrote. Close checks
+// that every byte arrived.
+//
+// A call that would break these rules writes nothing, leaves the Writer as
+// it was, and returns a *TensorError naming the tensor and wrapping
+// ErrWriteOrder (a tensor written before the one whose bytes come next, or
+// Write and WriteTensor after WriteTensorAt), ErrTensorWritten (a tensor
+// written twice), ErrTensorNotFound (a name not in the header) or
+// errors.ErrUnsupported (WriteTensorAt on a destination that is not an
+// io.WriterAt). Errors of the writes themselves are sticky: once a write
+// fails, every later call returns the same error. Apart from WriteTensorAt,
+// a Writer is for one goroutine at a time.
 type Writer struct {
 	w      io.Writer
 	header Header
@@ -165,7 +179,7 @@ type Writer struct {
 	mu     sync.Mutex
 	err    error  // the first error, returned ever after
 	off    uint64 // data bytes written in order, by Write and WriteTensor
-	at     []byte // per tensor, for WriteTensorAt: 0 pending, 1 writing, 2 written
+	at     []byte // per tensor, for WriteTensorAt: 0 pending, 1 writing, 2 written; nil before the first
 	closed bool
 }
 
@@ -218,15 +232,20 @@ func (w *Writer) fail(err error) error {
 	return w.err
 }
 
-// check returns the error that stops sequential writes, if any.
-func (w *Writer) check() error {
+// check returns the error that stops the writes of name's bytes in file
+// order, if any; name is "" for Write, whose error then names the tensor
+// whose bytes come next.
+func (w *Writer) check(name string) error {
 	switch {
 	case w.err != nil:
 		return w.err
 	case w.closed:
 		return ErrClosed
 	case w.at != nil:
-		return errors.New("safetensors: Write and WriteTensor cannot follow WriteTensorAt")
+		if name == "" {
+			name = w.current(w.off).Name
+		}
+		return tensorErrorf(name, ErrWriteOrder, "writes in file order cannot follow WriteTensorAt")
 	}
 	return nil
 }
@@ -249,7 +268,7 @@ func (w *Writer) current(off uint64) *TensorInfo {
 func (w *Writer) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if err := w.check(); err != nil {
+	if err := w.check(""); err != nil {
 		return 0, err
 	}
 	room := w.total - w.off
@@ -267,8 +286,11 @@ func (w *Writer) Write(p []byte) (int, error) {
 		}
 	}
 	if extra {
-		last := w.header.Tensors[len(w.header.Tensors)-1]
-		return n, w.fail(tensorErrorf(last.Name, ErrSizeMismatch, "write past the end of the data section, which is %d bytes", w.total))
+		err := errorf(ErrSizeMismatch, "write past the end of the data section, which is %d bytes", w.total)
+		if len(w.header.Tensors) > 0 {
+			err = &TensorError{Name: w.header.Tensors[len(w.header.Tensors)-1].Name, Err: err}
+		}
+		return n, w.fail(err)
 	}
 	return n, nil
 }
@@ -308,15 +330,17 @@ func copyError(name string, n, size uint64, err error) error {
 
 // WriteTensor writes the named tensor's bytes, read from r: exactly as many
 // as its shape and dtype need (r may hold more). The tensor must be the one
-// whose bytes come next, that is the sequential writes so far must end
-// where it begins. If r ends early, the error names the tensor and the
+// whose bytes come next: the writes in file order so far must end where it
+// begins. A tensor that begins later gives an error wrapping ErrWriteOrder,
+// one whose bytes were written an error wrapping ErrTensorWritten, and
+// neither writes anything. If r ends early, the error names the tensor and the
 // missing bytes and wraps io.ErrUnexpectedEOF. When r is a *bytes.Reader,
 // an *os.File or another source that can write itself out, the bytes go to
 // the destination without an intermediate buffer.
 func (w *Writer) WriteTensor(name string, r io.Reader) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if err := w.check(); err != nil {
+	if err := w.check(name); err != nil {
 		return err
 	}
 	i := w.index.find(w.header.Tensors, name)
@@ -324,9 +348,12 @@ func (w *Writer) WriteTensor(name string, r io.Reader) error {
 		return &TensorError{Name: name, Err: ErrTensorNotFound}
 	}
 	t := &w.header.Tensors[i]
-	if t.DataOffsets[0] != w.off {
+	switch begin := t.DataOffsets[0]; {
+	case begin < w.off:
+		return tensorErrorf(name, ErrTensorWritten, "its bytes, from data offset %d, were written by Write or WriteTensor, which are at %d", begin, w.off)
+	case begin > w.off:
 		next := w.current(w.off)
-		return tensorErrorf(name, ErrInvalidOffset, "its bytes start at data offset %d, but the next byte to write is at %d, in tensor %q", t.DataOffsets[0], w.off, next.Name)
+		return tensorErrorf(name, ErrWriteOrder, "its bytes start at data offset %d, but the next byte to write is at %d, in tensor %q", begin, w.off, next.Name)
 	}
 	size := t.DataOffsets[1] - t.DataOffsets[0]
 	n, err := copyN(w.w, r, size)
@@ -339,42 +366,17 @@ func (w *Writer) WriteTensor(name string, r io.Reader) error {
 
 // WriteTensorAt writes the named tensor's bytes, read from r, at their place
 // in the file: the destination must be an io.WriterAt, such as an *os.File,
-// whose offset 0 is the start of the file. Tensors may be written in any
-// order and by several goroutines at once, each tensor once; the sequential
-// methods Write and WriteTensor may not be used on the same Writer. Like
+// whose offset 0 is the start of the file (else the error wraps
+// errors.ErrUnsupported). Tensors may be written in any order and by
+// several goroutines at once, each tensor once (else ErrTensorWritten),
+// including after Write and WriteTensor, for the tensors they have not
+// begun; Write and WriteTensor may not follow it (ErrWriteOrder). Like
 // WriteTensor, it takes exactly the tensor's size from r.
 func (w *Writer) WriteTensorAt(name string, r io.Reader) error {
-	wa, ok := w.w.(io.WriterAt)
-	if !ok {
-		return errors.New("safetensors: WriteTensorAt needs a destination that is an io.WriterAt")
+	i, wa, err := w.startAt(name)
+	if err != nil {
+		return err
 	}
-	w.mu.Lock()
-	switch {
-	case w.err != nil:
-		w.mu.Unlock()
-		return w.err
-	case w.closed:
-		w.mu.Unlock()
-		return ErrClosed
-	case w.off > 0:
-		w.mu.Unlock()
-		return errors.New("safetensors: WriteTensorAt cannot follow Write and WriteTensor")
-	}
-	i := w.index.find(w.header.Tensors, name)
-	if i < 0 {
-		w.mu.Unlock()
-		return &TensorError{Name: name, Err: ErrTensorNotFound}
-	}
-	if w.at == nil {
-		w.at = make([]byte, len(w.header.Tensors))
-	}
-	if w.at[i] != atPending {
-		w.mu.Unlock()
-		return tensorErrorf(name, ErrInvalidOffset, "its bytes were already written")
-	}
-	w.at[i] = atWriting
-	w.mu.Unlock()
-
 	t := &w.header.Tensors[i]
 	size := t.DataOffsets[1] - t.DataOffsets[0]
 	n, err := copyN(io.NewOffsetWriter(wa, int64(w.header.DataOffset()+t.DataOffsets[0])), r, size)
@@ -386,6 +388,43 @@ func (w *Writer) WriteTensorAt(name string, r io.Reader) error {
 	}
 	w.at[i] = atWritten
 	return nil
+}
+
+// startAt checks that WriteTensorAt may write the named tensor, and marks
+// it as being written; it returns the tensor's index in the header and the
+// destination.
+func (w *Writer) startAt(name string) (int, io.WriterAt, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.err != nil:
+		return 0, nil, w.err
+	case w.closed:
+		return 0, nil, ErrClosed
+	}
+	i := w.index.find(w.header.Tensors, name)
+	if i < 0 {
+		return 0, nil, &TensorError{Name: name, Err: ErrTensorNotFound}
+	}
+	wa, ok := w.w.(io.WriterAt)
+	if !ok {
+		return 0, nil, tensorErrorf(name, errors.ErrUnsupported, "WriteTensorAt needs a destination that is an io.WriterAt, not %T", w.w)
+	}
+	t := &w.header.Tensors[i]
+	if t.DataOffsets[0] < w.off {
+		return 0, nil, tensorErrorf(name, ErrTensorWritten, "its bytes, from data offset %d, were written by Write or WriteTensor, which are at %d", t.DataOffsets[0], w.off)
+	}
+	if w.at == nil {
+		w.at = make([]byte, len(w.header.Tensors))
+	}
+	switch w.at[i] {
+	case atWriting:
+		return 0, nil, tensorErrorf(name, ErrTensorWritten, "another WriteTensorAt is writing its bytes")
+	case atWritten:
+		return 0, nil, tensorErrorf(name, ErrTensorWritten, "its bytes were written by WriteTensorAt")
+	}
+	w.at[i] = atWriting
+	return i, wa, nil
 }
 
 // Close checks that every byte of every tensor was written. If not, it
@@ -403,19 +442,17 @@ func (w *Writer) Close() error {
 	if w.err != nil {
 		return w.err
 	}
-	if w.at != nil {
-		for i, state := range w.at {
-			t := &w.header.Tensors[i]
-			if size := t.DataOffsets[1] - t.DataOffsets[0]; size > 0 && state != atWritten {
-				return w.fail(tensorErrorf(t.Name, ErrSizeMismatch, "0 of %d bytes written, %d missing", size, size))
-			}
+	for i := range w.header.Tensors {
+		t := &w.header.Tensors[i]
+		begin, end := t.DataOffsets[0], t.DataOffsets[1]
+		if begin == end || end <= w.off || w.at != nil && w.at[i] == atWritten {
+			continue // empty, written in file order, or by WriteTensorAt
 		}
-		return nil
-	}
-	if w.off < w.total {
-		t := w.current(w.off)
-		size := t.DataOffsets[1] - t.DataOffsets[0]
-		got := w.off - t.DataOffsets[0]
+		var got uint64
+		if begin < w.off {
+			got = w.off - begin
+		}
+		size := end - begin
 		return w.fail(tensorErrorf(t.Name, ErrSizeMismatch, "%d of %d bytes written, %d missing", got, size, size-got))
 	}
 	return nil

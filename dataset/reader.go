@@ -418,7 +418,7 @@ func (d *Dataset) shard(i int) (*safetensors.Reader, error) {
 		return nil, err
 	}
 	defer f.Close()
-	r, err := safetensors.OpenFile(f, d.readOpts...)
+	r, err := safetensors.NewFileReader(f, d.readOpts...)
 	if err != nil {
 		return nil, d.errorf("shard %s: %v", path, err)
 	}

@@ -2,13 +2,11 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
 	"strings"
 
-	"github.com/safetensors-go/safetensors"
 	"github.com/safetensors-go/safetensors/check"
 )
 
@@ -62,7 +60,7 @@ status is 1 if there is an error, 0 with warnings only.`+remoteHelp)
 	var err error
 	if isURL(name) {
 		r, rerr := openIndex(name)
-		if rerr != nil && !errors.Is(rerr, safetensors.ErrUnlistedTensor) { // as check.Model does
+		if rerr != nil {
 			fmt.Fprintf(stderr, "safetensors check: %s\n", errorText(rerr))
 			return exitFail
 		}

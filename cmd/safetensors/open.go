@@ -50,14 +50,10 @@ func openModel(name string) (*model, error) {
 	}
 	if isURL(name) {
 		sh, err := openIndex(name)
-		m := &model{src: sh, sharded: sh}
-		if errors.Is(err, safetensors.ErrUnlistedTensor) {
-			m.warning, err = errorText(err), nil
-		}
 		if err != nil {
 			return nil, err
 		}
-		return m, nil
+		return &model{src: sh, sharded: sh, warning: unlistedWarning(name, sh.Unlisted())}, nil
 	}
 	mm, err := safetensors.OpenModel(name)
 	if err != nil {
@@ -74,18 +70,26 @@ func openModel(name string) (*model, error) {
 		return m, nil
 	}
 	m.sharded = mm.Sharded
-	if u := mm.Unlisted(); len(u) > 0 {
-		quoted := make([]string, min(len(u), 5))
-		for i := range quoted {
-			quoted[i] = strconv.Quote(u[i])
-		}
-		more := ""
-		if len(u) > 5 {
-			more = fmt.Sprintf(" and %d more", len(u)-5)
-		}
-		m.warning = fmt.Sprintf("%s: %d tensors not listed in the index, which loaders ignore: %s%s", mm.File(), len(u), strings.Join(quoted, ", "), more)
-	}
+	m.warning = unlistedWarning(mm.File(), mm.Unlisted())
 	return m, nil
+}
+
+// unlistedWarning returns the warning about the tensors u that the shards
+// of the checkpoint whose index is index hold and the index does not list,
+// or "" if there are none.
+func unlistedWarning(index string, u []string) string {
+	if len(u) == 0 {
+		return ""
+	}
+	quoted := make([]string, min(len(u), 5))
+	for i := range quoted {
+		quoted[i] = strconv.Quote(u[i])
+	}
+	more := ""
+	if len(u) > 5 {
+		more = fmt.Sprintf(" and %d more", len(u)-5)
+	}
+	return fmt.Sprintf("%s: %d tensors not listed in the index, which loaders ignore: %s%s", index, len(u), strings.Join(quoted, ", "), more)
 }
 
 // summary returns what inspect prints of m, named name.
