@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"strings"
 
 	"github.com/safetensors-go/safetensors"
 	"github.com/safetensors-go/safetensors/internal/parallel"
+	"github.com/safetensors-go/safetensors/internal/verdict"
 )
 
 // chunkBytes is the size of the pieces a tensor's values are checked in,
@@ -70,8 +70,8 @@ type unit struct {
 
 // scanValues checks the values of the float tensors, in parallel over
 // runs of chunkBytes. It returns the findings, and the names of the
-// tensors that hold only infinities as bounds (see isBound), which are not
-// findings. Values beyond maxAbs are reported, none where it is +Inf; at
+// tensors that hold only infinities as bounds (verdict.IntendedInf), which
+// are not findings. Values beyond maxAbs are reported, none where it is +Inf; at
 // most workers goroutines read (GOMAXPROCS where it is 0). Its error is
 // that of a file truncated while mapped (safetensors.ErrFileChanged), or
 // that of ctx done before the scan (see parallel.Stopped).
@@ -125,7 +125,7 @@ func scanValues(ctx context.Context, tensors []safetensors.Tensor, maxAbs float6
 	}
 	for _, i := range order {
 		c, t := total[i], tensors[i]
-		if c.nan == 0 && c.inf > 0 && c.inf == uint64(len(t.Data)/(t.DType.Bits()/8)) && isBound(t.Name) {
+		if verdict.IntendedInf(t.Name, uint64(len(t.Data)/(t.DType.Bits()/8)), c.nan, c.inf) {
 			bounds = append(bounds, t.Name)
 			continue
 		}
@@ -146,21 +146,6 @@ func scanValues(ctx context.Context, tensors []safetensors.Tensor, maxAbs float6
 		}
 	}
 	return out, bounds, nil
-}
-
-// isBound reports whether a tensor's name says it holds a bound, such as
-// the input_max and output_min of Gemma's clippable linear layers, which
-// are initialized to ±Inf (no clipping) on purpose. A tensor so named that
-// holds nothing but infinities is not reported; one infinity among finite
-// values still is, and so is any NaN.
-func isBound(name string) bool {
-	last := strings.ToLower(name[strings.LastIndexByte(name, '.')+1:])
-	for _, w := range []string{"min", "max", "clip", "bound", "limit"} {
-		if last == w || strings.HasPrefix(last, w+"_") || strings.HasSuffix(last, "_"+w) {
-			return true
-		}
-	}
-	return false
 }
 
 func valueFinding(s Severity, kind, name string, n, first uint64, format string) Finding {

@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/internal/verdict"
 )
 
 func runValidate(args []string, stdout, stderr io.Writer) int {
@@ -15,7 +16,9 @@ crate) does, and prints its verdict: ok, or the error that rejects the file. A
 FILE may also be a sharded checkpoint (its *.safetensors.index.json, or its
 directory), whose index is checked against every shard.
 With --values it also reads the values of the float tensors and reports those
-holding NaN or Inf. The status is 1 if a file is invalid or holds such values.`+remoteHelp)
+holding NaN or Inf (not a tensor named as a bound that holds only infinities, as
+clipping bounds initialized to no clipping do, which check does not report
+either). The status is 1 if a file is invalid or holds such values.`+remoteHelp)
 	values := fs.Bool("values", false, "also scan float tensors for NaN and Inf")
 	addRemoteFlags(fs)
 	sep := fs.String("separator", "__", "a key-value dataset's separator between key and column in tensor names")
@@ -102,7 +105,7 @@ func validate(w io.Writer, name string, values bool) bool {
 			continue
 		}
 		s, _, err := m.statsOf(info.Name)
-		if err == nil && s.NaN+s.Inf > 0 {
+		if err == nil && s.NaN+s.Inf > 0 && !verdict.IntendedInf(info.Name, s.Count, s.NaN, s.Inf) {
 			fmt.Fprintf(w, "%s: tensor %s: %d NaN, %d Inf of %d values\n", name, quoteIfNeeded(info.Name), s.NaN, s.Inf, s.Count)
 			clean = false
 		}
