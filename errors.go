@@ -100,6 +100,13 @@ var (
 	// being written by another goroutine: each tensor is written once.
 	// Nothing is written, and the writer goes on.
 	ErrTensorWritten = errors.New("safetensors: tensor already written")
+
+	// ErrInvalidOption is wrapped by the error of every function of this
+	// module that takes options (ReadOption, WriteOption, and the options of
+	// the check, diff, dataset and remote packages) for an option given a
+	// value out of its range, or given where it does not apply; the error
+	// names the option.
+	ErrInvalidOption = errors.New("safetensors: invalid option")
 )
 
 // prefix starts every error message of the package, once.

@@ -53,7 +53,7 @@ const MaxAlignment = 1 << 20
 func Alignment(n int) WriteOption {
 	return func(c *writeConfig) error {
 		if n < headerAlign || n > MaxAlignment || n&(n-1) != 0 {
-			return fmt.Errorf("safetensors: alignment %d is not a power of two from %d to %d", n, headerAlign, MaxAlignment)
+			return fmt.Errorf("%w: Alignment(%d): not a power of two from %d to %d", ErrInvalidOption, n, headerAlign, MaxAlignment)
 		}
 		c.align = n
 		return nil

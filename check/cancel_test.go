@@ -87,7 +87,7 @@ func TestModelCancelled(t *testing.T) {
 }
 
 // TestInvalidOption: options given values they cannot take fail Run and
-// Model with ErrInvalidOption, before anything is read.
+// Model with safetensors.ErrInvalidOption, before anything is read.
 func TestInvalidOption(t *testing.T) {
 	for name, o := range map[string]Option{
 		"MaxAbs(0)":    MaxAbs(0),
@@ -98,9 +98,9 @@ func TestInvalidOption(t *testing.T) {
 		"Workers(-2)":  Workers(-2),
 	} {
 		_, err := Run(t.Context(), memSourceOf(), o)
-		assert.ErrorIs(t, err, ErrInvalidOption, name)
+		assert.ErrorIs(t, err, safetensors.ErrInvalidOption, name)
 		_, err = Model(t.Context(), "no such model", o)
-		assert.ErrorIs(t, err, ErrInvalidOption, name)
+		assert.ErrorIs(t, err, safetensors.ErrInvalidOption, name)
 	}
 }
 

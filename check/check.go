@@ -145,10 +145,6 @@ func (r *Report) count(s Severity) int {
 	return n
 }
 
-// ErrInvalidOption is returned by Run and Model for an option given an
-// invalid value, such as a zero or negative MaxAbs.
-var ErrInvalidOption = errors.New("check: invalid option")
-
 // An Option changes how a check is made. Pass options to [Run] and [Model];
 // without any, the defaults hold: values beyond DefaultMaxAbs are
 // reported, config.json is the one beside the weights (Model) or none
@@ -181,11 +177,11 @@ const DefaultMaxAbs = 1e4
 // MaxAbs returns an option that sets the magnitude beyond which values are
 // reported, as warnings of kind KindMagnitude: x must be positive and
 // finite (DefaultMaxAbs by default); otherwise Run and Model return an
-// error wrapping ErrInvalidOption.
+// error wrapping safetensors.ErrInvalidOption.
 func MaxAbs(x float64) Option {
 	return func(c *settings) error {
 		if !(x > 0) || math.IsInf(x, 1) {
-			return fmt.Errorf("%w: MaxAbs(%g): the magnitude must be positive and finite", ErrInvalidOption, x)
+			return fmt.Errorf("%w: MaxAbs(%g): the magnitude must be positive and finite", safetensors.ErrInvalidOption, x)
 		}
 		c.maxAbs = x
 		return nil
@@ -216,11 +212,11 @@ func Config(data []byte) Option {
 
 // Workers returns an option that sets how many goroutines read the
 // values: n must be 1 or more (GOMAXPROCS by default); otherwise Run and
-// Model return an error wrapping ErrInvalidOption.
+// Model return an error wrapping safetensors.ErrInvalidOption.
 func Workers(n int) Option {
 	return func(c *settings) error {
 		if n < 1 {
-			return fmt.Errorf("%w: Workers(%d): want 1 or more", ErrInvalidOption, n)
+			return fmt.Errorf("%w: Workers(%d): want 1 or more", safetensors.ErrInvalidOption, n)
 		}
 		c.workers = n
 		return nil

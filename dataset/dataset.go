@@ -103,12 +103,16 @@ const (
 )
 
 var (
-	// ErrInvalidOptions is returned by Create and Open for options that
-	// cannot make or read a dataset: an unknown mode, no or duplicate
-	// columns, a value out of range, an unknown dtype, an option of Create
-	// given to Open or the other way round, an option of the other mode.
-	// Batches returns it for a key-value dataset.
-	ErrInvalidOptions = errors.New("dataset: invalid options")
+	// ErrInvalidColumns is returned by Create for a mode and columns that
+	// cannot make a dataset: an unknown mode, no or duplicate columns, an
+	// unknown dtype, a batch whose shard would be too large for the
+	// connector. An option out of range, given to Open when it is one of
+	// Create or the other way round, or one of the other mode, gives an
+	// error wrapping safetensors.ErrInvalidOption instead.
+	ErrInvalidColumns = errors.New("dataset: invalid mode or columns")
+
+	// ErrWrongMode is returned by Batches for a key-value dataset.
+	ErrWrongMode = errors.New("dataset: not for this dataset's mode")
 
 	// ErrInvalidSample is returned for a sample that does not fit the
 	// columns: the wrong number of values or of bytes.

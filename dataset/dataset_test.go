@@ -200,7 +200,7 @@ func TestKeyValue(t *testing.T) {
 			_, err = d.Tensor("nobody__image")
 			assert.True(t, errors.Is(err, safetensors.ErrTensorNotFound), "%v", err)
 			for _, err := range d.Batches() {
-				assert.ErrorIs(t, err, ErrInvalidOptions)
+				assert.ErrorIs(t, err, ErrWrongMode)
 			}
 			require.NoError(t, d.Close())
 			_, err = d.Tensor("user13__image")
@@ -359,13 +359,18 @@ func TestOptions(t *testing.T) {
 		{KeyValue, []Column{{Name: "a", DType: safetensors.U8, Shape: []uint64{600 << 20}}}, nil},
 	} {
 		_, err := Create(t.TempDir(), c.mode, c.cols, c.opts...)
-		assert.ErrorIs(t, err, ErrInvalidOptions, "case %d: %v", i, err)
+		// A mode or columns that cannot make a dataset, or an option.
+		want := safetensors.ErrInvalidOption
+		if c.opts == nil && c.mode != Batch {
+			want = ErrInvalidColumns
+		}
+		assert.ErrorIs(t, err, want, "case %d: %v", i, err)
 	}
 	// Open refuses the options of Create.
 	small := writeSmall(t)
 	for _, o := range []Option{BatchSize(2), TailStrategy(TailPad), TargetShardSizeMB(50), DuplicatesStrategy(DuplicatesLastWins), TensorIndex(), RoundToNearest(), TaskID(1)} {
 		_, err := Open(small, o)
-		assert.ErrorIs(t, err, ErrInvalidOptions)
+		assert.ErrorIs(t, err, safetensors.ErrInvalidOption)
 		assert.ErrorContains(t, err, "an option of Create, not of Open")
 	}
 

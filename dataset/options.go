@@ -11,7 +11,7 @@ import (
 // An Option changes how Create writes a dataset or how Open reads one.
 // Each option's doc says which of the two takes it (Separator both);
 // given to the other, or to Create in a mode it is not for, it makes the
-// call fail with an error wrapping ErrInvalidOptions. So does a value out
+// call fail with an error wrapping safetensors.ErrInvalidOption. So does a value out
 // of range.
 type Option func(*config) error
 
@@ -65,7 +65,7 @@ func newConfig(fn string, sc scope, opts []Option) (*config, error) {
 			continue
 		}
 		if err := o(c); err != nil {
-			return nil, fmt.Errorf("%w: %s: %w", ErrInvalidOptions, fn, err)
+			return nil, fmt.Errorf("%w: %s: %w", safetensors.ErrInvalidOption, fn, err)
 		}
 	}
 	for _, g := range c.given {
@@ -74,13 +74,13 @@ func newConfig(fn string, sc scope, opts []Option) (*config, error) {
 		}
 		switch {
 		case g.scope&forOpen == 0 && sc == forOpen:
-			return nil, fmt.Errorf("%w: %s is an option of Create, not of Open", ErrInvalidOptions, g.name)
+			return nil, fmt.Errorf("%w: %s is an option of Create, not of Open", safetensors.ErrInvalidOption, g.name)
 		case g.scope&forCreate == 0:
-			return nil, fmt.Errorf("%w: %s is an option of Open, not of Create", ErrInvalidOptions, g.name)
+			return nil, fmt.Errorf("%w: %s is an option of Open, not of Create", safetensors.ErrInvalidOption, g.name)
 		case sc == forBatch:
-			return nil, fmt.Errorf("%w: Create: %s is for key-value mode", ErrInvalidOptions, g.name)
+			return nil, fmt.Errorf("%w: Create: %s is for key-value mode", safetensors.ErrInvalidOption, g.name)
 		default:
-			return nil, fmt.Errorf("%w: Create: %s is for batch mode; key-value mode rolls shards over by size", ErrInvalidOptions, g.name)
+			return nil, fmt.Errorf("%w: Create: %s is for batch mode; key-value mode rolls shards over by size", safetensors.ErrInvalidOption, g.name)
 		}
 	}
 	return c, nil
@@ -238,7 +238,10 @@ const (
 // mode and columns, which it copies, and checks them together.
 func createConfig(mode Mode, columns []Column, opts []Option) (*config, error) {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: Create: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
+		return fmt.Errorf("%w: Create: %s", safetensors.ErrInvalidOption, fmt.Sprintf(format, args...))
+	}
+	badColumns := func(format string, args ...any) error {
+		return fmt.Errorf("%w: Create: %s", ErrInvalidColumns, fmt.Sprintf(format, args...))
 	}
 	var sc scope
 	switch mode {
@@ -247,7 +250,7 @@ func createConfig(mode Mode, columns []Column, opts []Option) (*config, error) {
 	case KeyValue:
 		sc = forKeyValue
 	default:
-		return nil, bad("mode must be Batch or KeyValue, not %v", mode)
+		return nil, badColumns("mode must be Batch or KeyValue, not %v", mode)
 	}
 	c, err := newConfig("Create", sc, opts)
 	if err != nil {
@@ -262,27 +265,27 @@ func createConfig(mode Mode, columns []Column, opts []Option) (*config, error) {
 		return nil, bad("batch mode needs BatchSize")
 	}
 	if len(c.columns) == 0 {
-		return nil, bad("no columns")
+		return nil, badColumns("no columns")
 	}
 	seen := make(map[string]bool)
 	var sample uint64
 	for _, col := range c.columns {
 		switch {
 		case col.Name == "":
-			return nil, bad("a column has no name")
+			return nil, badColumns("a column has no name")
 		case seen[col.Name]:
-			return nil, bad("column %q is given twice", col.Name)
+			return nil, badColumns("column %q is given twice", col.Name)
 		case !sparkDType(col.DType):
-			return nil, bad("column %q: the connector does not read dtype %v", col.Name, col.DType)
+			return nil, badColumns("column %q: the connector does not read dtype %v", col.Name, col.DType)
 		}
 		seen[col.Name] = true
 		n := uint64(col.DType.Bits() / 8)
 		for _, d := range col.Shape {
 			if d > math.MaxInt32 {
-				return nil, bad("column %q: dimension %d does not fit the connector's int shapes", col.Name, d)
+				return nil, badColumns("column %q: dimension %d does not fit the connector's int shapes", col.Name, d)
 			}
 			if d != 0 && n > maxShardSize/d {
-				return nil, bad("column %q: a sample of shape %v is larger than 2 GiB", col.Name, col.Shape)
+				return nil, badColumns("column %q: a sample of shape %v is larger than 2 GiB", col.Name, col.Shape)
 			}
 			n *= d
 		}
@@ -292,7 +295,7 @@ func createConfig(mode Mode, columns []Column, opts []Option) (*config, error) {
 	case mode == Batch && sample > 0 && uint64(c.batchSize) > maxShardSize/sample:
 		return nil, bad("a batch of %d samples of %d bytes makes a shard of 2 GiB or more, which the connector cannot read", c.batchSize, sample)
 	case mode == KeyValue && sample > maxKVSampleSize:
-		return nil, bad("a sample of %d bytes is larger than %d", sample, maxKVSampleSize)
+		return nil, badColumns("a sample of %d bytes is larger than %d", sample, maxKVSampleSize)
 	}
 	return c, nil
 }

@@ -74,7 +74,7 @@ const maxManifestSize = 1 << 30
 // shards) opens with no mode and no columns.
 //
 // It takes the options Separator, Columns and ReadOptions; those of
-// Create fail with ErrInvalidOptions.
+// Create fail with an error wrapping safetensors.ErrInvalidOption.
 func Open(dir string, opts ...Option) (*Dataset, error) {
 	c, err := newConfig("Open", forOpen, opts)
 	if err != nil {
@@ -581,7 +581,7 @@ func (d *Dataset) kvSamples(ctx context.Context, r *safetensors.Reader, s Shard,
 func (d *Dataset) Batches() iter.Seq2[[]safetensors.Tensor, error] {
 	return func(yield func([]safetensors.Tensor, error) bool) {
 		if d.mode == KeyValue {
-			yield(nil, fmt.Errorf("%w: %s is a key-value dataset; use Samples", ErrInvalidOptions, d.dir))
+			yield(nil, fmt.Errorf("%w: %s is a key-value dataset; use Samples", ErrWrongMode, d.dir))
 			return
 		}
 		for i := range d.m.Shards {

@@ -335,7 +335,7 @@ func TestSparkUnaligned(t *testing.T) {
 		}
 		for ts, err := range d.Batches() {
 			if d.Mode() == KeyValue {
-				assert.ErrorIs(t, err, ErrInvalidOptions)
+				assert.ErrorIs(t, err, ErrWrongMode)
 				break
 			}
 			require.NoError(t, err)

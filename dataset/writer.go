@@ -119,7 +119,9 @@ type Writer struct {
 // Create starts writing a dataset of the given mode and columns into dir,
 // which is created if needed. It checks the options at once: Batch mode
 // needs BatchSize; every option is for one mode or both (see each), and
-// one for the other mode fails with ErrInvalidOptions. The columns' dtypes
+// one for the other mode fails with an error wrapping
+// safetensors.ErrInvalidOption; a mode or columns that cannot make a
+// dataset, with ErrInvalidColumns. The columns' dtypes
 // must be those the connector reads: F16 F32 F64 BF16 U8 I8 U16 I16 U32
 // I32 U64 I64.
 //
@@ -155,14 +157,14 @@ func Create(dir string, mode Mode, columns []Column, opts ...Option) (*Writer, e
 		// The shard's size, known now, must stay under 2 GiB.
 		var hdr bytes.Buffer
 		if _, err := safetensors.NewWriter(&hdr, w.batchSpecs(cfg.batchSize), nil); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+			return nil, fmt.Errorf("%w: BatchSize(%d): %w", safetensors.ErrInvalidOption, cfg.batchSize, err)
 		}
 		var size uint64
 		for _, c := range w.cols {
 			size += uint64(cfg.batchSize) * c.sampleBytes()
 		}
 		if uint64(hdr.Len())+size > maxShardSize {
-			return nil, fmt.Errorf("%w: a batch of %d samples makes a shard of %d bytes, 2 GiB or more, which the connector cannot read", ErrInvalidOptions, cfg.batchSize, uint64(hdr.Len())+size)
+			return nil, fmt.Errorf("%w: BatchSize(%d): a batch makes a shard of %d bytes, 2 GiB or more, which the connector cannot read", safetensors.ErrInvalidOption, cfg.batchSize, uint64(hdr.Len())+size)
 		}
 	case KeyValue:
 		off := 0

@@ -108,14 +108,14 @@ func TestPathsCancelled(t *testing.T) {
 }
 
 // TestInvalidOption: Workers below 1 fails Compare and Paths with
-// ErrInvalidOption before anything is read.
+// safetensors.ErrInvalidOption before anything is read.
 func TestInvalidOption(t *testing.T) {
 	for _, n := range []int{0, -1} {
 		a := newHookSource(f32(t, "w", []uint64{1}, 1))
 		_, err := Compare(t.Context(), a, a, nil, nil, Workers(n))
-		require.ErrorIs(t, err, ErrInvalidOption)
+		require.ErrorIs(t, err, safetensors.ErrInvalidOption)
 		assert.Zero(t, a.reads.Load())
 		_, err = Paths(t.Context(), "no such file", "no such file", Workers(n))
-		require.ErrorIs(t, err, ErrInvalidOption)
+		require.ErrorIs(t, err, safetensors.ErrInvalidOption)
 	}
 }

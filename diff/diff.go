@@ -12,7 +12,6 @@ package diff
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -23,10 +22,6 @@ import (
 	"github.com/safetensors-go/safetensors"
 	"github.com/safetensors-go/safetensors/internal/parallel"
 )
-
-// ErrInvalidOption is returned by Compare and Paths for an option given an
-// invalid value, such as Workers(0).
-var ErrInvalidOption = errors.New("diff: invalid option")
 
 // An Option changes how a comparison is made. Pass options to [Compare]
 // and [Paths].
@@ -50,11 +45,11 @@ func newSettings(opts []Option) (*settings, error) {
 // Workers returns an option that sets how many goroutines compare tensors
 // at once, each one tensor at a time: n must be 1 or more (GOMAXPROCS by
 // default); otherwise Compare and Paths return an error wrapping
-// ErrInvalidOption.
+// safetensors.ErrInvalidOption.
 func Workers(n int) Option {
 	return func(c *settings) error {
 		if n < 1 {
-			return fmt.Errorf("%w: Workers(%d): want 1 or more", ErrInvalidOption, n)
+			return fmt.Errorf("%w: Workers(%d): want 1 or more", safetensors.ErrInvalidOption, n)
 		}
 		c.workers = n
 		return nil

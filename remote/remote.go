@@ -155,7 +155,7 @@ func newConfig(opts []Option) (*config, error) {
 func Header(key, value string) Option {
 	return func(c *config) error {
 		if key == "" || strings.ContainsAny(key, " :\r\n") || strings.ContainsAny(value, "\r\n") {
-			return fmt.Errorf("safetensors: invalid request header %q", key)
+			return fmt.Errorf("%w: Header: invalid request header %q", safetensors.ErrInvalidOption, key)
 		}
 		c.header.Add(key, value)
 		return nil
@@ -182,7 +182,7 @@ func StallTimeout(d time.Duration) Option {
 func Retries(n int) Option {
 	return func(c *config) error {
 		if n < 0 {
-			return fmt.Errorf("safetensors: negative retry count %d", n)
+			return fmt.Errorf("%w: Retries(%d): negative retry count", safetensors.ErrInvalidOption, n)
 		}
 		c.retries = n
 		return nil
