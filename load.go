@@ -80,9 +80,11 @@ type localFile struct {
 	dataOffset int64
 }
 
-// A Source is what a Loader reads: the files of a Reader or a Sharded, or
-// those a caller describes.
-type Source interface {
+// A LoadSource is what a Loader reads: the files of a Reader, a Sharded or
+// a Model, or those a caller describes.
+type LoadSource interface {
+	// LoadFiles describes the files to read, and in each the tensors to
+	// load. It is called once by each Loader.Load, when the loop starts.
 	LoadFiles() ([]LoadFile, error)
 }
 
@@ -225,7 +227,7 @@ type Loader struct {
 //		}
 //		upload(t.Name, t.Data) // t.Data is reused once this returns
 //	}
-func (l *Loader) Load(ctx context.Context, src Source) iter.Seq2[Tensor, error] {
+func (l *Loader) Load(ctx context.Context, src LoadSource) iter.Seq2[Tensor, error] {
 	return func(yield func(Tensor, error) bool) {
 		files, err := src.LoadFiles()
 		if err != nil {

@@ -41,7 +41,7 @@ func loadFixture(t *testing.T) (path string, tensors []Tensor) {
 
 // collect loads src and returns copies of the tensors by name, checking
 // that each is handed over once.
-func collect(t *testing.T, l *Loader, src Source) map[string]Tensor {
+func collect(t *testing.T, l *Loader, src LoadSource) map[string]Tensor {
 	t.Helper()
 	got := make(map[string]Tensor)
 	for tensor, err := range l.Load(context.Background(), src) {
@@ -187,6 +187,13 @@ func TestLoaderErrors(t *testing.T) {
 	_, err = first((&Loader{}).Load(context.Background(), r))
 	assert.True(t, errors.Is(err, ErrClosed), "%v", err)
 }
+
+// What the package opens, a Loader reads.
+var (
+	_ LoadSource = (*Reader)(nil)
+	_ LoadSource = (*Sharded)(nil)
+	_ LoadSource = (*Model)(nil)
+)
 
 type sourceFunc func() ([]LoadFile, error)
 
