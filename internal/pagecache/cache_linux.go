@@ -47,8 +47,8 @@ func NoReadahead(f *os.File) {
 // reading any, and without starting a readahead: with cachestat(2)
 // (Linux 6.5 and later), which counts a range's cached pages folio by
 // folio, or else with mincore(2) on a read-only mapping of the file that
-// is never touched, which looks up each page (2 GiB take 40 ms). A Probe
-// may be used from several goroutines at once.
+// is never touched, which looks up each page (2 GiB take 40 ms). Cached
+// may be called from several goroutines at once.
 type Probe struct {
 	f    *os.File
 	m    []byte // the mapping for mincore, or nil for cachestat

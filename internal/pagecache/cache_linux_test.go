@@ -18,6 +18,17 @@ var probes = map[string]func(*os.File, string, os.FileInfo) *Probe{
 	"mincore":   NewMincoreProbe,
 }
 
+// openFile opens the file at path for the test.
+func openFile(t *testing.T, path string) (*os.File, os.FileInfo) {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	t.Cleanup(func() { f.Close() })
+	info, err := f.Stat()
+	require.NoError(t, err)
+	return f, info
+}
+
 // TestProbe drops a file from the page cache, reads part of it back with
 // no readahead, and asks each kind of Probe what is cached: the part read,
 // and nothing else; then Drop drops it again.
@@ -26,11 +37,7 @@ func TestProbe(t *testing.T) {
 	path, _ := writeFile(t, int(16*page+100))
 	for name, newProbe := range probes {
 		t.Run(name, func(t *testing.T) {
-			f, err := os.Open(path)
-			require.NoError(t, err)
-			defer f.Close()
-			info, err := f.Stat()
-			require.NoError(t, err)
+			f, info := openFile(t, path)
 			size := info.Size()
 			p := newProbe(f, path, info)
 			if p == nil {
@@ -49,7 +56,7 @@ func TestProbe(t *testing.T) {
 
 			// Pages 4 to 7, read through the cache with no readahead.
 			NoReadahead(f)
-			_, err = f.ReadAt(make([]byte, 4*page), 4*page)
+			_, err := f.ReadAt(make([]byte, 4*page), 4*page)
 			require.NoError(t, err)
 			all, some := p.Cached(4*page, 4*page)
 			if !all {
@@ -90,11 +97,7 @@ func TestProbe(t *testing.T) {
 // TestProbeClose: a mincore Probe unmaps the file when closed, once.
 func TestProbeClose(t *testing.T) {
 	path, _ := writeFile(t, 3*os.Getpagesize())
-	f, err := os.Open(path)
-	require.NoError(t, err)
-	defer f.Close()
-	info, err := f.Stat()
-	require.NoError(t, err)
+	f, info := openFile(t, path)
 	p := NewMincoreProbe(f, path, info)
 	if p == nil {
 		t.Skip("mincore would not tell here which pages of the file are cached")
@@ -108,11 +111,7 @@ func TestProbeClose(t *testing.T) {
 // TestProbeEmpty: no Probe of an empty file, which has no page to map.
 func TestProbeEmpty(t *testing.T) {
 	path, _ := writeFile(t, 0)
-	f, err := os.Open(path)
-	require.NoError(t, err)
-	defer f.Close()
-	info, err := f.Stat()
-	require.NoError(t, err)
+	f, info := openFile(t, path)
 	for name, newProbe := range probes {
 		assert.Nil(t, newProbe(f, path, info), name)
 	}
@@ -124,11 +123,7 @@ func TestProbeEmpty(t *testing.T) {
 func TestProbesAgree(t *testing.T) {
 	page := int64(os.Getpagesize())
 	path, _ := writeFile(t, int(16*page+100))
-	f, err := os.Open(path)
-	require.NoError(t, err)
-	defer f.Close()
-	info, err := f.Stat()
-	require.NoError(t, err)
+	f, info := openFile(t, path)
 	size := info.Size()
 	byCachestat, byMincore := NewProbe(f, path, info), NewMincoreProbe(f, path, info)
 	if byCachestat == nil || byMincore == nil || byCachestat.Mapped() {
@@ -138,7 +133,7 @@ func TestProbesAgree(t *testing.T) {
 	require.NoError(t, f.Sync())
 	Drop(f, 0, size)
 	NoReadahead(f)
-	_, err = f.ReadAt(make([]byte, 4*page), 4*page)
+	_, err := f.ReadAt(make([]byte, 4*page), 4*page)
 	require.NoError(t, err)
 	for range 3 { // the kernel may evict a page between the two questions
 		type answer struct{ all, some bool }

@@ -6,8 +6,9 @@
 // alignment), and advice about memory (madvise MADV_HUGEPAGE and
 // MADV_WILLNEED).
 //
-// Everything here is a hint or a probe, and never reads a file's data:
-// a failing call is ignored, or reported as "nothing cached". Where the
+// The advice and the drops are hints, whose failure is ignored (but for
+// AdviseWillNeed's, which Reader.Prefetch reports); a Probe never reads a
+// file's data, and a failing one says that nothing is cached. Where the
 // system, or the standard library on it, offers none of these calls (on
 // Linux, all of them but MADV_WILLNEED need a 64-bit architecture; every
 // other system has none), the functions do nothing, OpenDirect fails and
