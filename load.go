@@ -55,9 +55,9 @@ func readParallel(r io.ReaderAt, p []byte, off int64, workers, chunk int) error 
 }
 
 // A LoadFile is one file, or one object, that a Loader reads tensors from.
-// Reader.LoadFiles and Sharded.LoadFiles describe theirs; a caller may
-// describe any other source of safetensors data, such as an object store,
-// with an io.ReaderAt.
+// Reader.LoadFiles and Sharded.LoadFiles (and so Model's) describe theirs;
+// a caller may describe any other source of safetensors data, such as an
+// object store, with an io.ReaderAt, in a LoadSource of its own.
 type LoadFile struct {
 	// Name is what errors call the file: its path or URL.
 	Name string
@@ -153,6 +153,8 @@ func (s sliceReaderAt) ReadAt(p []byte, off int64) (int, error) {
 // memory that it reuses, and hands each tensor over as soon as all its
 // bytes have arrived: the way an inference server fills a device from a
 // checkpoint, at the speed of the disk, the page cache or the network.
+//
+// To read one file whole into memory of its own, in one call, use Load.
 //
 // The zero Loader is ready to use. A Loader may be used for several loads,
 // one after the other, or at once if it has no Buffer (each load then has
