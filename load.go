@@ -11,7 +11,8 @@ import (
 	"runtime"
 	"slices"
 	"sync"
-	"unsafe"
+
+	"github.com/safetensors-go/safetensors/internal/pagecache"
 )
 
 // defaultChunkSize is how many bytes one read asks for, by default: large
@@ -54,9 +55,9 @@ func readParallel(r io.ReaderAt, p []byte, off int64, workers, chunk int) error 
 }
 
 // A LoadFile is one file, or one object, that a Loader reads tensors from.
-// Reader.LoadFiles and Sharded.LoadFiles describe theirs; a caller may
-// describe any other source of safetensors data, such as an object store,
-// with an io.ReaderAt.
+// Reader.LoadFiles and Sharded.LoadFiles (and so Model's) describe theirs;
+// a caller may describe any other source of safetensors data, such as an
+// object store, with an io.ReaderAt, in a LoadSource of its own.
 type LoadFile struct {
 	// Name is what errors call the file: its path or URL.
 	Name string
@@ -79,9 +80,11 @@ type localFile struct {
 	dataOffset int64
 }
 
-// A Source is what a Loader reads: the files of a Reader or a Sharded, or
-// those a caller describes.
-type Source interface {
+// A LoadSource is what a Loader reads: the files of a Reader, a Sharded or
+// a Model, or those a caller describes.
+type LoadSource interface {
+	// LoadFiles describes the files to read, and in each the tensors to
+	// load. It is called once by each Loader.Load, when the loop starts.
 	LoadFiles() ([]LoadFile, error)
 }
 
@@ -150,6 +153,8 @@ func (s sliceReaderAt) ReadAt(p []byte, off int64) (int, error) {
 // memory that it reuses, and hands each tensor over as soon as all its
 // bytes have arrived: the way an inference server fills a device from a
 // checkpoint, at the speed of the disk, the page cache or the network.
+//
+// To read one file whole into memory of its own, in one call, use Load.
 //
 // The zero Loader is ready to use. A Loader may be used for several loads,
 // one after the other, or at once if it has no Buffer (each load then has
@@ -224,7 +229,7 @@ type Loader struct {
 //		}
 //		upload(t.Name, t.Data) // t.Data is reused once this returns
 //	}
-func (l *Loader) Load(ctx context.Context, src Source) iter.Seq2[Tensor, error] {
+func (l *Loader) Load(ctx context.Context, src LoadSource) iter.Seq2[Tensor, error] {
 	return func(yield func(Tensor, error) bool) {
 		files, err := src.LoadFiles()
 		if err != nil {
@@ -264,10 +269,6 @@ func (l *Loader) Load(ctx context.Context, src Source) iter.Seq2[Tensor, error] 
 	}
 }
 
-// blockSize is the alignment of direct I/O: offsets, lengths and memory
-// addresses multiples of it.
-const blockSize = 4096
-
 // load is one Loader.Load under way.
 type load struct {
 	ctx    context.Context
@@ -286,11 +287,11 @@ type load struct {
 // openedFile is a LoadFile with what the load opened for it.
 type openedFile struct {
 	LoadFile
-	buffered io.ReaderAt // Data, or the local file opened again
-	direct   *os.File    // the local file opened for direct I/O, or nil
-	base     int64       // the data section's offset in buffered and direct
-	fadvise  *os.File    // the file whose cached pages to drop, or nil
-	probe    *cacheProbe // tells which pages of the file are cached, or nil
+	buffered io.ReaderAt      // Data, or the local file opened again
+	direct   *os.File         // the local file opened for direct I/O, or nil
+	base     int64            // the data section's offset in buffered and direct
+	fadvise  *os.File         // the file whose cached pages to drop, or nil
+	probe    *pagecache.Probe // tells which pages of the file are cached, or nil
 	closers  []*os.File
 }
 
@@ -315,7 +316,7 @@ func (l *Loader) start(ctx context.Context, files []LoadFile) (*load, error) {
 	if chunk <= 0 {
 		chunk = defaultChunkSize
 	}
-	chunk = (chunk + blockSize - 1) / blockSize * blockSize
+	chunk = (chunk + pagecache.BlockSize - 1) / pagecache.BlockSize * pagecache.BlockSize
 	workers := l.Concurrency
 	if workers <= 0 {
 		workers = defaultConcurrency()
@@ -329,10 +330,10 @@ func (l *Loader) start(ctx context.Context, files []LoadFile) (*load, error) {
 				return nil, &TensorError{Name: t.Name, Err: fmt.Errorf("%w: %s: offsets [%d, %d)", ErrInvalidOffset, f.Name, b, e)}
 			}
 			largest = max(largest, e-b)
-			total = min(total+e-b+blockSize, 1<<63) // no overflow: each term is below 2^62
+			total = min(total+e-b+pagecache.BlockSize, 1<<63) // no overflow: each term is below 2^62
 		}
 	}
-	need := largest + blockSize
+	need := largest + pagecache.BlockSize
 	var mem []byte
 	if l.Buffer != nil {
 		if uint64(len(l.Buffer)) < need {
@@ -349,7 +350,7 @@ func (l *Loader) start(ctx context.Context, files []LoadFile) (*load, error) {
 			return nil, errTooLarge(int64(min(limit, 1<<63-1)))
 		}
 		mem = make([]byte, limit)
-		adviseHugePages(mem)
+		pagecache.AdviseHugePages(mem)
 	}
 	ld := &load{arena: newArena(mem), chunk: chunk, work: make(chan chunkJob, workers), done: make(chan *tensorJob, workers)}
 	ld.ctx, ld.cancel = context.WithCancel(ctx)
@@ -399,16 +400,25 @@ func openLoadFile(f LoadFile, noCache bool) (openedFile, error) {
 		of.fadvise = file
 		// What is read through the cache is dropped from it once read;
 		// readahead would leave pages no read asked for.
-		noReadahead(file)
-		if d, err := openDirect(f.local.path); err == nil {
+		pagecache.NoReadahead(file)
+		if d, err := pagecache.OpenDirect(f.local.path); err == nil {
 			of.closers = append(of.closers, d)
 			if dinfo, err := d.Stat(); err == nil && os.SameFile(dinfo, info) {
 				of.direct = d
-				of.probe = newCacheProbe(file, f.local.path, info)
+				of.probe = newProbe(file, f.local.path, info)
 			}
 		}
 	}
 	return of, nil
+}
+
+// newProbe returns a pagecache.Probe of f, the file at path, or nil where
+// the kernel would not tell which of its pages are cached.
+func newProbe(f *os.File, path string, info os.FileInfo) *pagecache.Probe {
+	if testForceMincore {
+		return pagecache.NewMincoreProbe(f, path, info)
+	}
+	return pagecache.NewProbe(f, path, info)
 }
 
 // closeFiles closes what the load opened.
@@ -418,7 +428,7 @@ func (ld *load) closeFiles() {
 			c.Close()
 		}
 		if f.probe != nil {
-			f.probe.close()
+			f.probe.Close()
 		}
 	}
 }
@@ -456,7 +466,7 @@ func (ld *load) dropCached() {
 			if b == 0 {
 				start = 0
 			}
-			dropCache(f.fadvise, start, f.base+int64(e)-start)
+			pagecache.Drop(f.fadvise, start, f.base+int64(e)-start)
 		}
 		for _, s := range spans[1:] {
 			if s[0] > e {
@@ -494,9 +504,9 @@ func (ld *load) schedule() {
 		for _, info := range f.Tensors {
 			size := int(info.DataOffsets[1] - info.DataOffsets[0]) // fits: the arena holds it
 			// Place the tensor so that its address and its offset in the
-			// file agree modulo blockSize, for direct I/O.
+			// file agree modulo pagecache.BlockSize, for direct I/O.
 			fileOff := f.base + int64(info.DataOffsets[0])
-			dst, slot, ok := ld.arena.alloc(size, int(fileOff%blockSize))
+			dst, slot, ok := ld.arena.alloc(size, int(fileOff%pagecache.BlockSize))
 			if !ok {
 				return // stopped
 			}
@@ -538,12 +548,12 @@ func (ld *load) split(t *tensorJob, fileOff int64) []chunkJob {
 		add(0, size)
 		return out
 	}
-	head := int((blockSize - fileOff%blockSize) % blockSize)
+	head := int((pagecache.BlockSize - fileOff%pagecache.BlockSize) % pagecache.BlockSize)
 	if head >= size {
 		add(0, size)
 		return out
 	}
-	tail := size - int((fileOff+int64(size))%blockSize)
+	tail := size - int((fileOff+int64(size))%pagecache.BlockSize)
 	if head > 0 {
 		out = append(out, chunkJob{t: t, b: 0, e: head})
 	}
@@ -585,19 +595,19 @@ func (ld *load) read(c chunkJob) error {
 	p := c.t.dst[c.b:c.e]
 	off := f.base + int64(c.t.info.DataOffsets[0]) + int64(c.b)
 	how := readBuffered
-	if f.direct != nil && off%blockSize == 0 && len(p)%blockSize == 0 && uintptr(unsafe.Pointer(unsafe.SliceData(p)))%blockSize == 0 {
+	if f.direct != nil && pagecache.Aligned(p, off) {
 		// A chunk cached whole is copied from the cache, any other read
 		// from the disk.
 		all, some := false, false
 		if f.probe != nil {
-			all, some = f.probe.cached(off, int64(len(p)))
+			all, some = f.probe.Cached(off, int64(len(p)))
 		}
 		if all {
 			how = readCached
 		} else if err := readChunkAt(f.direct, p, off); err == nil {
 			// Direct I/O leaves the pages that were cached in the cache.
 			if some || f.probe == nil {
-				dropCache(f.fadvise, off, int64(len(p)))
+				pagecache.Drop(f.fadvise, off, int64(len(p)))
 			}
 			if testHookRead != nil {
 				testHookRead(readDirect, off, len(p))
@@ -610,7 +620,7 @@ func (ld *load) read(c chunkJob) error {
 		return err
 	}
 	if f.fadvise != nil {
-		dropCache(f.fadvise, off, int64(len(p)))
+		pagecache.Drop(f.fadvise, off, int64(len(p)))
 	}
 	if testHookRead != nil {
 		testHookRead(how, off, len(p))
@@ -628,6 +638,10 @@ const (
 // testHookRead, when set by a test, is called with how each chunk was read,
 // its offset in the file and its size.
 var testHookRead func(how int, off int64, n int)
+
+// testForceMincore, when set by a test, makes a load ask which pages are
+// cached with mincore(2) even where the kernel has cachestat(2).
+var testForceMincore bool
 
 // readChunkAt fills p from r at off, as readFullAt does, with an error
 // that does not start with the package's prefix, for a TensorError.
@@ -671,7 +685,7 @@ func newArena(mem []byte) *arena {
 }
 
 // alloc returns size bytes of the arena whose address is phase modulo
-// blockSize, and their slot, waiting for room; ok is false once the arena
+// pagecache.BlockSize, and their slot, waiting for room; ok is false once the arena
 // is closed.
 func (a *arena) alloc(size, phase int) (p []byte, slot int, ok bool) {
 	a.mu.Lock()
@@ -687,11 +701,11 @@ func (a *arena) alloc(size, phase int) (p []byte, slot int, ok bool) {
 
 // tryAlloc is alloc without waiting: ok is false if there is no room.
 func (a *arena) tryAlloc(size, phase int) (p []byte, slot int, ok bool) {
-	base := int(uintptr(unsafe.Pointer(unsafe.SliceData(a.mem))) % blockSize)
+	base := pagecache.Phase(a.mem)
 	// at returns the first position from pos whose address is phase
-	// modulo blockSize.
+	// modulo pagecache.BlockSize.
 	at := func(pos int) int {
-		return pos + ((phase-base-pos)%blockSize+2*blockSize)%blockSize
+		return pos + ((phase-base-pos)%pagecache.BlockSize+2*pagecache.BlockSize)%pagecache.BlockSize
 	}
 	live := len(a.regions) > 0
 	if !live {

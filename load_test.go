@@ -17,6 +17,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/safetensors-go/safetensors/internal/pagecache"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -40,7 +41,7 @@ func loadFixture(t *testing.T) (path string, tensors []Tensor) {
 
 // collect loads src and returns copies of the tensors by name, checking
 // that each is handed over once.
-func collect(t *testing.T, l *Loader, src Source) map[string]Tensor {
+func collect(t *testing.T, l *Loader, src LoadSource) map[string]Tensor {
 	t.Helper()
 	got := make(map[string]Tensor)
 	for tensor, err := range l.Load(context.Background(), src) {
@@ -188,6 +189,13 @@ func TestLoaderErrors(t *testing.T) {
 	assert.True(t, errors.Is(err, ErrClosed), "%v", err)
 }
 
+// What the package opens, a Loader reads.
+var (
+	_ LoadSource = (*Reader)(nil)
+	_ LoadSource = (*Sharded)(nil)
+	_ LoadSource = (*Model)(nil)
+)
+
 type sourceFunc func() ([]LoadFile, error)
 
 func (f sourceFunc) LoadFiles() ([]LoadFile, error) { return f() }
@@ -268,7 +276,7 @@ func TestArena(t *testing.T) {
 				continue
 			}
 			n := rng.IntN(size / 4)
-			phase := rng.IntN(blockSize)
+			phase := rng.IntN(pagecache.BlockSize)
 			p, slot, ok := a.tryAlloc(n, phase)
 			for !ok {
 				// No room: release the oldest, until there is.
@@ -280,7 +288,7 @@ func TestArena(t *testing.T) {
 			require.Len(t, p, n)
 			b := int(uintptr(unsafe.Pointer(unsafe.SliceData(p)))) - base
 			if n > 0 {
-				assert.Equal(t, phase, (base+b)%blockSize)
+				assert.Equal(t, phase, (base+b)%pagecache.BlockSize)
 			}
 			for _, l := range lives {
 				require.True(t, b+n <= l.b || l.e <= b || n == 0 || l.e == l.b, "[%d,%d) overlaps [%d,%d)", b, b+n, l.b, l.e)
@@ -333,7 +341,7 @@ func TestLoaderDirect(t *testing.T) {
 		// t10 alone, of 300000 bytes, has more than 290000 in whole blocks.
 		assert.Greater(t, direct.Load(), int64(290_000))
 		assert.Equal(t, size, direct.Load()+other.Load(), "every byte read once")
-		_, some := probe.cached(data, size)
+		_, some := probe.Cached(data, size)
 		assert.False(t, some, "pages of the data left in the cache")
 	}
 	direct.Store(0)
@@ -345,7 +353,7 @@ func TestLoaderDirect(t *testing.T) {
 // I/O of the file at path.
 func skipWithoutDirect(t *testing.T, path string) {
 	t.Helper()
-	f, err := openDirect(path)
+	f, err := pagecache.OpenDirect(path)
 	if err != nil {
 		t.Skipf("no direct I/O here: %v", err)
 	}
@@ -353,9 +361,9 @@ func skipWithoutDirect(t *testing.T, path string) {
 }
 
 // directFixture returns loadFixture's file, its path and tensors, opened
-// with a cacheProbe and with Open; it skips the test where the file system
+// with a pagecache.Probe and with Open; it skips the test where the file system
 // refuses direct I/O or no probe can tell which pages are cached.
-func directFixture(t *testing.T) (path string, tensors []Tensor, f *os.File, probe *cacheProbe, r *Reader) {
+func directFixture(t *testing.T) (path string, tensors []Tensor, f *os.File, probe *pagecache.Probe, r *Reader) {
 	t.Helper()
 	path, tensors = loadFixture(t)
 	skipWithoutDirect(t, path)
@@ -366,20 +374,20 @@ func directFixture(t *testing.T) (path string, tensors []Tensor, f *os.File, pro
 	return path, tensors, f, probe, r
 }
 
-// probeFile opens the file at path with a cacheProbe, or skips the test
+// probeFile opens the file at path with a pagecache.Probe, or skips the test
 // where there is none.
-func probeFile(t *testing.T, path string) (*os.File, *cacheProbe) {
+func probeFile(t *testing.T, path string) (*os.File, *pagecache.Probe) {
 	t.Helper()
 	f, err := os.Open(path)
 	require.NoError(t, err)
 	t.Cleanup(func() { f.Close() })
 	info, err := f.Stat()
 	require.NoError(t, err)
-	probe := newCacheProbe(f, path, info)
+	probe := newProbe(f, path, info)
 	if probe == nil {
 		t.Skip("no way here to tell which pages of a file are cached")
 	}
-	t.Cleanup(probe.close)
+	t.Cleanup(probe.Close)
 	return f, probe
 }
 
@@ -391,7 +399,7 @@ func fileSize(t *testing.T, f *os.File) int64 {
 	return info.Size()
 }
 
-// eachProbe runs test once with each way a cacheProbe may ask the kernel:
+// eachProbe runs test once with each way a pagecache.Probe may ask the kernel:
 // cachestat where it has it, and mincore.
 func eachProbe(t *testing.T, test func(t *testing.T)) {
 	for _, mincore := range []bool{false, true} {
@@ -405,12 +413,12 @@ func eachProbe(t *testing.T, test func(t *testing.T)) {
 
 // uncache drops the file from the page cache, or skips the test where the
 // file system keeps it (tmpfs).
-func uncache(t *testing.T, f *os.File, probe *cacheProbe) {
+func uncache(t *testing.T, f *os.File, probe *pagecache.Probe) {
 	t.Helper()
 	require.NoError(t, f.Sync())
 	n := fileSize(t, f)
-	dropCache(f, 0, n)
-	if _, some := probe.cached(0, n); some {
+	pagecache.Drop(f, 0, n)
+	if _, some := probe.Cached(0, n); some {
 		t.Skip("the file system keeps the file in the page cache")
 	}
 }
@@ -419,12 +427,12 @@ func uncache(t *testing.T, f *os.File, probe *cacheProbe) {
 // finds it cached whole. The kernel may evict pages at any time (under
 // memory pressure, or with proactive reclaim), so it tries a few times, and
 // skips the test where the pages never stay.
-func cacheWhole(t *testing.T, path string, probe *cacheProbe, size int64) {
+func cacheWhole(t *testing.T, path string, probe *pagecache.Probe, size int64) {
 	t.Helper()
 	for range 5 {
 		_, err := os.ReadFile(path)
 		require.NoError(t, err)
-		if all, _ := probe.cached(0, size); all {
+		if all, _ := probe.Cached(0, size); all {
 			return
 		}
 	}
@@ -503,7 +511,7 @@ func testLoaderNoCacheCached(t *testing.T) {
 				total += rd.n
 			}
 			assert.Equal(t, size, total, "every byte read once")
-			_, some := probe.cached(data, size)
+			_, some := probe.Cached(data, size)
 			assert.False(t, some, "pages of the data left in the cache")
 			assert.Equal(t, maps, mappingsOf(path), "a mapping left behind")
 			if len(direct) == 0 {
@@ -519,13 +527,13 @@ func testLoaderNoCacheCached(t *testing.T) {
 	cacheWhole(t, path, probe, fileSize(t, f))
 	for _, err := range (&Loader{NoCache: true, ChunkSize: 4096}).Load(context.Background(), r) {
 		require.NoError(t, err)
-		if maps >= 0 && probe.mapped() {
+		if maps >= 0 && probe.Mapped() {
 			assert.Equal(t, maps+1, mappingsOf(path), "the file mapped during the load")
 		}
 		break
 	}
 	assert.Equal(t, maps, mappingsOf(path), "a mapping left behind")
-	_, some := probe.cached(data, size)
+	_, some := probe.Cached(data, size)
 	assert.False(t, some, "pages of the data left in the cache")
 }
 
@@ -556,12 +564,12 @@ func testLoaderNoCachePartlyCached(t *testing.T) {
 			// can drop.
 			g, err := os.Open(path)
 			require.NoError(t, err)
-			noReadahead(g)
+			pagecache.NoReadahead(g)
 			_, err = g.ReadAt(make([]byte, half), 0)
 			g.Close()
 			require.NoError(t, err)
-			all, _ := probe.cached(0, half)
-			_, some := probe.cached(half, fileSize(t, f)-half)
+			all, _ := probe.Cached(0, half)
+			_, some := probe.Cached(half, fileSize(t, f)-half)
 			if !all || some {
 				if attempt == 2 {
 					t.Skip("the kernel does not keep the first half of the file cached, and only it")
@@ -590,7 +598,7 @@ func testLoaderNoCachePartlyCached(t *testing.T) {
 			assert.Equal(t, size, total, "every byte read once")
 			assert.NotZero(t, kinds[readCached], "no chunk copied from the cache")
 			assert.NotZero(t, kinds[readDirect], "no chunk read with direct I/O")
-			_, some = probe.cached(data, size)
+			_, some = probe.Cached(data, size)
 			assert.False(t, some, "pages of the data left in the cache")
 			if len(evicted) == 0 {
 				break
@@ -627,7 +635,7 @@ func testLoaderNoCacheLargeFolios(t *testing.T) {
 		uncache(t, f, probe)
 		cacheWhole(t, path, probe, size)
 		assertTensors(t, tensors, collect(t, &Loader{NoCache: true, ChunkSize: chunk}, r))
-		_, some := probe.cached(0, size)
+		_, some := probe.Cached(0, size)
 		assert.False(t, some, "pages of the file left in the cache")
 	}
 }

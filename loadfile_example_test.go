@@ -9,15 +9,17 @@ import (
 	"github.com/safetensors-go/safetensors"
 )
 
-// object is a source a Loader does not know: the tensors of a file whose
-// header was read elsewhere, and its data section behind an io.ReaderAt,
-// such as an object in a store.
+// object is a LoadSource that the package does not know: the tensors of a
+// file whose header was read elsewhere, and its data section behind an
+// io.ReaderAt, such as an object in a store.
 type object struct {
 	header *safetensors.Header
 	data   *bytes.Reader
 }
 
-// LoadFiles describes the object to a Loader.
+var _ safetensors.LoadSource = object{}
+
+// LoadFiles describes the object to a Loader: it makes object a LoadSource.
 func (o object) LoadFiles() ([]safetensors.LoadFile, error) {
 	return []safetensors.LoadFile{{Name: "store://bucket/model.safetensors", Data: o.data, Tensors: o.header.Tensors}}, nil
 }

@@ -14,8 +14,9 @@ import (
 // Load reads the whole data section (the file's size, in memory); for files
 // larger than memory, or to read only some tensors, use Open, which maps
 // the file and reads only what is touched, but whose tensors die with its
-// Close. The file is validated as Open validates it, and Load's errors are
-// Open's.
+// Close; to stream the tensors of a file or a checkpoint through memory of
+// a bounded size, as an inference server fills a device, use a Loader. The
+// file is validated as Open validates it, and Load's errors are Open's.
 //
 // To read a tensor as float32s whatever its dtype, as GetTensorFloat32-style
 // APIs do, call Float32s on it:

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+
+	"github.com/safetensors-go/safetensors/internal/pagecache"
 )
 
 // A Reader gives access to the tensors of one safetensors file. There are
@@ -445,7 +447,7 @@ func (r *Reader) Prefetch(names ...string) error {
 	}
 	base := int(r.h.DataOffset())
 	if len(names) == 0 {
-		return adviseWillNeed(r.mapping, base, len(r.mapping))
+		return pagecache.AdviseWillNeed(r.mapping, base, len(r.mapping))
 	}
 	var errs []error
 	for _, name := range names {
@@ -455,7 +457,7 @@ func (r *Reader) Prefetch(names ...string) error {
 			continue
 		}
 		t := &r.h.Tensors[i]
-		errs = append(errs, adviseWillNeed(r.mapping, base+int(t.DataOffsets[0]), base+int(t.DataOffsets[1])))
+		errs = append(errs, pagecache.AdviseWillNeed(r.mapping, base+int(t.DataOffsets[0]), base+int(t.DataOffsets[1])))
 	}
 	return errors.Join(errs...)
 }

@@ -193,6 +193,8 @@ import (
 	"fmt"
 	"io"
 	"sync"
+
+	"github.com/safetensors-go/safetensors/internal/pagecache"
 )
 
 // A ReadOption changes how a file is read. Pass options to [Open],
@@ -226,7 +228,7 @@ const intoAlign = 64
 func (c *readConfig) dest(n int) ([]byte, error) {
 	if !c.hasInto {
 		b := make([]byte, n)
-		adviseHugePages(b)
+		pagecache.AdviseHugePages(b)
 		return b, nil
 	}
 	c.mu.Lock()

@@ -1,6 +1,6 @@
 //go:build linux && (amd64 || arm64 || riscv64 || loong64)
 
-package safetensors
+package pagecache
 
 import (
 	"math"
@@ -9,9 +9,10 @@ import (
 	"unsafe"
 )
 
-// openDirect opens the named file for direct I/O (O_DIRECT), which reads
-// around the page cache; the file system may refuse it.
-func openDirect(path string) (*os.File, error) {
+// OpenDirect opens the named file for reading with direct I/O (O_DIRECT),
+// which reads around the page cache, each read Aligned; the file system
+// may refuse it.
+func OpenDirect(path string) (*os.File, error) {
 	return os.OpenFile(path, os.O_RDONLY|syscall.O_DIRECT, 0)
 }
 
@@ -21,11 +22,11 @@ const (
 	posixFadvDontNeed = 4
 )
 
-// dropCache asks the kernel to drop the cached pages that hold bytes [off,
+// Drop asks the kernel to drop the cached pages that hold bytes [off,
 // off+n) of f (posix_fadvise POSIX_FADV_DONTNEED), the whole pages at both
 // ends included: the kernel keeps a page the range covers only in part.
 // It is a hint, and its failure is ignored.
-func dropCache(f *os.File, off, n int64) {
+func Drop(f *os.File, off, n int64) {
 	page := int64(os.Getpagesize())
 	b, e := off&^(page-1), off+n
 	if e%page != 0 {
@@ -34,20 +35,21 @@ func dropCache(f *os.File, off, n int64) {
 	syscall.Syscall6(syscall.SYS_FADVISE64, f.Fd(), uintptr(b), uintptr(e-b), posixFadvDontNeed, 0, 0)
 }
 
-// noReadahead asks the kernel not to read ahead of the reads made through
+// NoReadahead asks the kernel not to read ahead of the reads made through
 // f (posix_fadvise POSIX_FADV_RANDOM), so that a read through the cache
 // brings into it only the pages it asks for, which the caller then drops.
 // It is a hint, and its failure is ignored.
-func noReadahead(f *os.File) {
+func NoReadahead(f *os.File) {
 	syscall.Syscall6(syscall.SYS_FADVISE64, f.Fd(), 0, 0, posixFadvRandom, 0, 0)
 }
 
-// A cacheProbe tells which pages of a file are in the page cache without
+// A Probe tells which pages of a file are in the page cache without
 // reading any, and without starting a readahead: with cachestat(2)
 // (Linux 6.5 and later), which counts a range's cached pages folio by
 // folio, or else with mincore(2) on a read-only mapping of the file that
-// is never touched, which looks up each page (2 GiB take 40 ms).
-type cacheProbe struct {
+// is never touched, which looks up each page (2 GiB take 40 ms). Cached
+// may be called from several goroutines at once.
+type Probe struct {
 	f    *os.File
 	m    []byte // the mapping for mincore, or nil for cachestat
 	page int64
@@ -63,18 +65,29 @@ type (
 	cachestat      struct{ cache, dirty, writeback, evicted, recentlyEvicted uint64 }
 )
 
-// testForceMincore, when set by a test, makes probes use mincore.
-var testForceMincore bool
+// NewProbe returns a Probe of f, the file at path, which info describes:
+// one that asks with cachestat(2) where the kernel has it, else one that
+// asks with mincore(2). It returns nil where the kernel would not tell
+// which pages of the file are cached: it tells only a process that owns
+// the file or may open it for writing. The Probe reads through f, which
+// must stay open until the Probe's Close.
+func NewProbe(f *os.File, path string, info os.FileInfo) *Probe {
+	return newProbe(f, path, info, false)
+}
 
-// newCacheProbe returns a cacheProbe of f, the file at path, or nil where
-// the kernel would not tell which of its pages are cached.
-func newCacheProbe(f *os.File, path string, info os.FileInfo) *cacheProbe {
+// NewMincoreProbe is NewProbe asking with mincore(2) even where the kernel
+// has cachestat(2), so that tests can check both ways.
+func NewMincoreProbe(f *os.File, path string, info os.FileInfo) *Probe {
+	return newProbe(f, path, info, true)
+}
+
+func newProbe(f *os.File, path string, info os.FileInfo, mincore bool) *Probe {
 	size := info.Size()
 	if size <= 0 || size > math.MaxInt {
 		return nil
 	}
-	p := &cacheProbe{f: f, page: int64(os.Getpagesize())}
-	if !testForceMincore {
+	p := &Probe{f: f, page: int64(os.Getpagesize())}
+	if !mincore {
 		if _, err := p.cachestat(0, 1); err == nil {
 			return p
 		}
@@ -109,7 +122,7 @@ func mincoreTells(path string, info os.FileInfo) bool {
 
 // cachestat returns how many of the pages that hold bytes [off, off+n)
 // are cached.
-func (p *cacheProbe) cachestat(off, n int64) (int64, error) {
+func (p *Probe) cachestat(off, n int64) (int64, error) {
 	r := cachestatRange{off: uint64(off), len: uint64(n)}
 	var c cachestat
 	_, _, errno := syscall.Syscall6(sysCachestat, p.f.Fd(), uintptr(unsafe.Pointer(&r)), uintptr(unsafe.Pointer(&c)), 0, 0, 0)
@@ -119,10 +132,10 @@ func (p *cacheProbe) cachestat(off, n int64) (int64, error) {
 	return int64(c.cache), nil
 }
 
-// cached reports whether every page that holds bytes [off, off+n) of the
+// Cached reports whether every page that holds bytes [off, off+n) of the
 // file is in the page cache, and whether some page is. A range outside
 // the file, or a failing probe, counts as none.
-func (p *cacheProbe) cached(off, n int64) (all, some bool) {
+func (p *Probe) Cached(off, n int64) (all, some bool) {
 	if n <= 0 || off < 0 {
 		return false, false
 	}
@@ -154,13 +167,16 @@ func (p *cacheProbe) cached(off, n int64) (all, some bool) {
 	return all, some
 }
 
-// mapped reports whether the probe maps the file (for mincore).
-func (p *cacheProbe) mapped() bool { return p.m != nil }
+// Mapped reports whether the Probe maps the file (to ask with mincore),
+// until Close.
+func (p *Probe) Mapped() bool { return p.m != nil }
 
-// close unmaps the file, if mapped.
-func (p *cacheProbe) close() {
+// Close unmaps the file, if the Probe mapped it; it does not close the
+// file. The Probe must not be used after Close.
+func (p *Probe) Close() {
 	if p.m != nil {
 		syscall.Munmap(p.m)
+		p.m = nil
 	}
 }
 
@@ -168,11 +184,12 @@ func (p *cacheProbe) close() {
 // this file is built for.
 const hugePage = 2 << 20
 
-// adviseHugePages asks the kernel to back the new memory b with huge pages
+// AdviseHugePages asks the kernel to back the new memory b with huge pages
 // (madvise MADV_HUGEPAGE), so that filling it takes one page fault each 2
 // MiB rather than each 4 KiB: most of the cost of reading a file into new
-// memory. It is a hint, for the whole huge pages inside b.
-func adviseHugePages(b []byte) {
+// memory. It is a hint, for the whole huge pages inside b, and its failure
+// is ignored.
+func AdviseHugePages(b []byte) {
 	if len(b) < 2*hugePage {
 		return
 	}
