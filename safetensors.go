@@ -123,12 +123,14 @@
 // does.
 //
 // A [Loader] fills memory from a checkpoint the way an inference server
-// fills a device: it reads the tensors of a Reader, a Sharded, or any
-// source that the caller describes with [LoadFile] values, with several
-// goroutines in large chunks, into a bounded amount of memory that it reuses, and hands each
-// tensor over as soon as its bytes have arrived. It can read local files
-// without leaving them in the page cache, for machines whose devices share
-// the host's memory.
+// fills a device: it reads the tensors of a [LoadSource] (a Reader, a
+// Sharded, a Model, or any source that the caller describes with
+// [LoadFile] values, such as an object store), with several goroutines in
+// large chunks, into a bounded amount of memory that it reuses, and hands
+// each tensor over as soon as its bytes have arrived. It can read local
+// files without leaving them in the page cache, for machines whose devices
+// share the host's memory. Its fields configure it, as an http.Server's
+// do: a Loader is kept and used for load after load.
 //
 // # Files that change while mapped
 //
@@ -154,9 +156,11 @@
 // not a regular file, [ErrClosed] for a Reader or Writer used after Close,
 // [ErrWriteOrder] and [ErrTensorWritten] for a Writer given bytes it cannot
 // take, [ErrInvalidSlice], [ErrDTypeMismatch], [ErrNoView] and
-// [ErrTensorTooLarge] for tensors, and [ErrFileChanged]. The
-// errors returned wrap them with the details: a [*TensorError] names the
-// tensor, and a [*HeaderError] gives the position in the JSON header.
+// [ErrTensorTooLarge] for tensors, [ErrFileChanged], and
+// [ErrInvalidOption], which every function of the module that takes
+// options wraps for an option it cannot take. The errors returned wrap
+// them with the details: a [*TensorError] names the tensor, and a
+// [*HeaderError] gives the position in the JSON header.
 //
 // # Concurrency and lifetimes
 //
