@@ -71,7 +71,7 @@ func splitBlocks(name string, max int) []split {
 	var out []split
 	segs := strings.Split(name, ".")
 	for i := 1; i+1 < len(segs) && len(out) < max; i++ {
-		inner := len(out) > 0 && i >= 2 && segs[i-1] == out[len(out)-1].num && strings.Count(out[len(out)-1].prefix, ".")+1 == i-1
+		inner := len(out) > 0 // a numbered list inside a block: experts.N, stage.N.M
 		if (containers[segs[i-1]] || inner) && segs[i] != "" && strings.Trim(segs[i], "0123456789") == "" {
 			out = append(out, split{strings.Join(segs[:i], "."), segs[i], strings.Join(segs[i+1:], ".")})
 		}
@@ -92,7 +92,11 @@ func splitBlocks(name string, max int) []split {
 func structure(infos []info) structureResult {
 	var res structureResult
 	byPrefix := map[string]*stack{}
+	embedNorm := false // a norm of the embeddings, outside the blocks
 	for _, t := range infos {
+		if _, _, _, ok := splitBlock(t.Name); !ok && strings.Contains(strings.ToLower(t.Name), "embed") && isNorm(t.Name) {
+			embedNorm = true
+		}
 		for depth, sp := range splitBlocks(t.Name, 4) {
 			i, err := strconv.Atoi(sp.num)
 			if err != nil || strconv.Itoa(i) != sp.num {
@@ -123,7 +127,7 @@ func structure(infos []info) structureResult {
 			}
 		}
 		res.stacks = append(res.stacks, s)
-		res.findings = append(res.findings, s.check()...)
+		res.findings = append(res.findings, s.check(embedNorm)...)
 	}
 	return res
 }
@@ -146,22 +150,21 @@ type variant struct {
 
 func variantOf(t info) variant { return variant{t.DType, fmt.Sprint(t.Shape)} }
 
-func (s *stack) check() []Finding {
+// check judges the stack; embedNorm says whether the model normalizes
+// its embeddings, so that its first block may go without a norm.
+func (s *stack) check(embedNorm bool) []Finding {
 	nums := slices.Sorted(maps.Keys(s.blocks))
 	first, last := nums[0], nums[len(nums)-1]
 
 	// The blocks' kinds, as far as the names tell: blocks with the same
 	// tensors are of one kind.
 	sig := map[int]string{}
-	group := map[string][]int{}
 	for _, i := range nums {
-		k := strings.Join(slices.Sorted(maps.Keys(s.blocks[i])), "\x00")
-		sig[i] = k
-		group[k] = append(group[k], i)
+		sig[i] = strings.Join(slices.Sorted(maps.Keys(s.blocks[i])), "\x00")
 	}
 	var out []Finding
 	out = append(out, s.gaps(nums, sig, s.modules)...)
-	out = append(out, s.missing(nums, sig, group, first, last)...)
+	out = append(out, s.missing(nums, first, last, embedNorm)...)
 	out = append(out, s.shapes(nums, s.modules)...)
 	return out
 }
@@ -222,27 +225,80 @@ func (s *stack) alike(a, b int, sig map[int]string) bool {
 // module that only the first or last block has (T5's relative attention
 // bias in a two-block stack), and a first block without a scale or state
 // vector of its own (a router scaling the state of the previous layer).
-func (s *stack) missing(nums []int, sig map[int]string, group map[string][]int, first, last int) []Finding {
+func (s *stack) missing(nums []int, first, last int, embedNorm bool) []Finding {
+	reported := map[int]bool{}
+	out := s.lacking(nums, first, last, embedNorm, reported, false, func(b int) map[string]info { return s.blocks[b] })
+	// Then module by module (self_attn, mlp, ...), for a block of a kind of
+	// its own whose module is like the same module of other blocks: an MoE
+	// layer among dense ones whose attention lacks a projection.
+	mods := map[string]bool{}
+	for _, b := range s.blocks {
+		for suf := range b {
+			if i := strings.IndexByte(suf, '.'); i > 0 {
+				mods[suf[:i+1]] = true
+			}
+		}
+	}
+	for _, m := range slices.Sorted(maps.Keys(mods)) {
+		var have []int
+		for _, b := range nums {
+			for suf := range s.blocks[b] {
+				if strings.HasPrefix(suf, m) {
+					have = append(have, b)
+					break
+				}
+			}
+		}
+		out = append(out, s.lacking(have, first, last, embedNorm, reported, true, func(b int) map[string]info {
+			sub := map[string]info{}
+			for suf, t := range s.blocks[b] {
+				if strings.HasPrefix(suf, m) {
+					sub[suf] = t
+				}
+			}
+			return sub
+		})...)
+	}
+	return out
+}
+
+// lacking reports the blocks among nums whose tensors, as view shows them,
+// are those of no other block and those of other blocks but one. With
+// sameShapes, only where the tensors they have in common have the same
+// dtypes and shapes. A block reported is not reported again.
+func (s *stack) lacking(nums []int, first, last int, embedNorm bool, reported map[int]bool, sameShapes bool, view func(int) map[string]info) []Finding {
+	views := map[int]map[string]info{}
+	sig := map[int]string{}
+	group := map[string][]int{}
+	for _, b := range nums {
+		views[b] = view(b)
+		sig[b] = strings.Join(slices.Sorted(maps.Keys(views[b])), "\x00")
+		group[sig[b]] = append(group[sig[b]], b)
+	}
 	var out []Finding
 	for _, b := range nums {
-		if len(group[sig[b]]) > 1 {
+		if len(group[sig[b]]) > 1 || reported[b] {
 			continue
 		}
-		own := s.blocks[b]
+		own := views[b]
 		var peer []int // the blocks of the closest superset
 		var extra string
 		for k, g := range group {
-			other := s.blocks[g[0]]
-			if len(other) != len(own)+1 {
+			other := views[g[0]]
+			if len(other) != len(own)+1 || k == sig[b] {
 				continue
 			}
 			var d []string
-			for suf := range other {
-				if _, ok := own[suf]; !ok {
+			for suf, t := range other {
+				o, ok := own[suf]
+				switch {
+				case !ok:
 					d = append(d, suf)
+				case sameShapes && variantOf(o) != variantOf(t):
+					d = append(d, suf, suf) // not alike
 				}
 			}
-			if len(d) != 1 || k == sig[b] {
+			if len(d) != 1 {
 				continue
 			}
 			if peer == nil || len(g) > len(peer) || len(g) == len(peer) && d[0] < extra {
@@ -252,22 +308,23 @@ func (s *stack) missing(nums []int, sig map[int]string, group map[string][]int, 
 		if peer == nil {
 			continue
 		}
+		reported[b] = true
 		holders := 0
 		for _, i := range nums {
-			if _, ok := s.blocks[i][extra]; ok {
+			if _, ok := views[i][extra]; ok {
 				holders++
 			}
 		}
-		whole := !hasModule(own, extra)
+		whole := !hasModule(s.blocks[b], extra)
 		sev := Error
 		switch {
-		case whole && b == first && isNorm(extra),
+		case whole && b == first && embedNorm && isNorm(extra),
 			whole && len(peer) == 1 && (peer[0] == first || peer[0] == last),
-			b == first && isBare(extra, s.blocks[peer[0]][extra]):
+			b == first && isBare(extra, views[peer[0]][extra]):
 			sev = Warning
 		}
 		out = append(out, Finding{Severity: sev, Kind: KindStructure, Block: s.block(b),
-			Message: fmt.Sprintf("lacks %s.%d.%s, which %d of the %d blocks have", s.prefix, b, extra, holders, len(nums))})
+			Message: fmt.Sprintf("lacks %s.%d.%s, which %d of the %d blocks have", s.prefix, b, extra, holders, len(s.blocks))})
 	}
 	return out
 }
@@ -383,7 +440,7 @@ func (s *stack) shapes(nums []int, modules bool) []Finding {
 			case v.dtype != m.v.dtype:
 			case modules:
 				continue
-			case transposed(t.Shape, suf, have, s.blocks):
+			case transposed(t.Shape, i, suf, have, s.blocks):
 				why = " (transposed)"
 			case deviates[i] == 1 && len(s.blocks[i]) > 1 && 2*m.count > len(have):
 				if len(t.Shape) > 2 {
@@ -421,11 +478,12 @@ func (s *stack) transposedPair(suffix string, have []int) []Finding {
 		Message: fmt.Sprintf("%v %v (transposed), where the other block has %v %v", t.DType, t.Shape, want.DType, want.Shape)}}
 }
 
-// transposed reports whether shape, the shape of suffix in one block, is
+// transposed reports whether shape, the shape of suffix in block self, is
 // another block's shape reversed, or keeps at the wrong axis a dimension
-// that all other blocks have at the same axis (the input dimension of a
-// projection whose output dimension varies by layer kind).
-func transposed(shape []uint64, suffix string, have []int, blocks map[int]map[string]info) bool {
+// that all other blocks have at the same axis while their other axis
+// varies (the input dimension of a projection whose output dimension
+// varies by layer kind).
+func transposed(shape []uint64, self int, suffix string, have []int, blocks map[int]map[string]info) bool {
 	if len(shape) < 2 {
 		return false
 	}
@@ -436,6 +494,9 @@ func transposed(shape []uint64, suffix string, have []int, blocks map[int]map[st
 	}
 	var others [][]uint64
 	for _, i := range have {
+		if i == self {
+			continue
+		}
 		o := blocks[i][suffix].Shape
 		if slices.Equal(o, shape) {
 			return false // another block has it too
@@ -456,7 +517,15 @@ func transposed(shape []uint64, suffix string, have []int, blocks map[int]map[st
 		for _, o := range others[1:] {
 			stable = stable && o[j] == v
 		}
-		if stable && shape[j] != v && shape[1-j] == v {
+		// The other axis must vary, and never be v: where the others
+		// are all alike, or square, a dimension of v says nothing of
+		// the orientation of a block of another kind.
+		square, varies := false, false
+		for _, o := range others {
+			square = square || o[1-j] == v
+			varies = varies || o[1-j] != others[0][1-j]
+		}
+		if stable && varies && !square && shape[j] != v && shape[1-j] == v {
 			return true
 		}
 	}
