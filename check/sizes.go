@@ -59,6 +59,7 @@ type witnesses struct {
 	mlp      map[uint64]bool // the dimensions of dense MLP weights
 	lists    map[uint64]bool // the lengths of numbered lists (x.0, x.1, ...)
 	vocabRef []info          // tables that would have vocab_size rows
+	widthRef []info          // a normalization and an embedding, to name
 	stacks   []*stack
 }
 
@@ -73,9 +74,15 @@ func newWitnesses(infos []info, st structureResult) *witnesses {
 		lower := strings.ToLower(t.Name)
 		segs := strings.Split(t.Name, ".")
 		if len(t.Shape) == 1 && len(segs) >= 2 && isNorm(t.Name) {
+			if len(w.norms) == 0 {
+				w.widthRef = append(w.widthRef, t)
+			}
 			w.norms[t.Shape[0]] = true
 		}
 		if len(t.Shape) == 2 && (strings.Contains(lower, "embed") || strings.Contains(lower, "wte") || strings.Contains(lower, "wpe")) {
+			if len(w.embeds) == 0 {
+				w.widthRef = append(w.widthRef, t)
+			}
 			w.embeds[t.Shape[1]] = true
 		}
 		if len(t.Shape) == 2 && isTokenTable(t.Name) {
@@ -373,7 +380,9 @@ func sizeFinding(key, role string, v uint64, w *witnesses, st structureResult) F
 			f.Message = fmt.Sprintf("%s = %d, but no list in the weights has %d entries", key, v, v)
 		}
 	case "hidden":
-		f.Message = fmt.Sprintf("%s = %d, but no normalization or embedding has that width (they have %s)", key, v, sizes(mergeSets(w.norms, w.embeds)))
+		ref := w.widthRef[0]
+		f.Tensor = ref.Name
+		f.Message = fmt.Sprintf("%s = %d, but no normalization or embedding has that width (%s has shape %v; the widths are %s)", key, v, ref.Name, ref.Shape, sizes(mergeSets(w.norms, w.embeds)))
 	case "vocab":
 		t := w.vocabRef[0]
 		f.Tensor = t.Name
