@@ -59,7 +59,7 @@ status is 1 if there is an error, 0 with warnings only.`+remoteHelp)
 	var report *check.Report
 	var err error
 	if isURL(name) {
-		r, rerr := openIndex(name)
+		r, rerr := openIndex(ctx, name) // ctx stops its network reads too
 		if rerr != nil {
 			fmt.Fprintf(stderr, "safetensors check: %s\n", errorText(rerr))
 			return exitFail

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -37,7 +38,7 @@ whose mode, schema and shards are listed.`+remoteHelp)
 	if isDataset(name) {
 		return inspectDataset(name, *sep, *asJSON, stdout, stderr)
 	}
-	m, err := openModel(name)
+	m, err := openModel(context.Background(), name)
 	if err != nil {
 		fmt.Fprintf(stderr, "safetensors inspect: %s\n", errorText(err))
 		return exitFail

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -39,17 +40,19 @@ type model struct {
 // local path that safetensors.OpenModel takes (a file, an index, a model
 // directory, a Hugging Face cache snapshot), as check and diff, through
 // check.Model and diff.Paths, and quantize open theirs. A local file too
-// large for the address space is read through the file.
-func openModel(name string) (*model, error) {
+// large for the address space is read through the file. inspect, validate
+// and stats leave SIGINT to end the process, so ctx is the background
+// context for them.
+func openModel(ctx context.Context, name string) (*model, error) {
 	if isURL(name) && !isCheckpointURL(name) {
-		r, err := openURL(name)
+		r, err := openURL(ctx, name)
 		if err != nil {
 			return nil, err
 		}
 		return &model{src: r, header: r.Header()}, nil
 	}
 	if isURL(name) {
-		sh, err := openIndex(name)
+		sh, err := openIndex(ctx, name)
 		if err != nil {
 			return nil, err
 		}

@@ -95,15 +95,17 @@ func isHub(name string) bool {
 	return false
 }
 
-// openURL opens the safetensors file at the URL name.
-func openURL(name string) (*safetensors.Reader, error) {
-	return remote.Open(context.Background(), nil, name, remoteOptions(name)...)
+// openURL opens the safetensors file at the URL name; ctx governs its
+// later reads too.
+func openURL(ctx context.Context, name string) (*safetensors.Reader, error) {
+	return remote.Open(ctx, nil, name, remoteOptions(name)...)
 }
 
-// openIndex opens the checkpoint at name: a local path, or a URL.
-func openIndex(name string) (*safetensors.Sharded, error) {
+// openIndex opens the checkpoint at name: a local path, or a URL, whose
+// later reads ctx governs.
+func openIndex(ctx context.Context, name string) (*safetensors.Sharded, error) {
 	if isURL(name) {
-		return remote.OpenIndex(context.Background(), nil, name, remoteOptions(name)...)
+		return remote.OpenIndex(ctx, nil, name, remoteOptions(name)...)
 	}
 	return safetensors.OpenIndex(name)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -27,7 +28,7 @@ checkpoint: its index or its directory, whose tensors are listed by name.`+remot
 		return usageError(fs, "want a FILE")
 	}
 	path, names := operands[0], operands[1:]
-	m, err := openModel(path)
+	m, err := openModel(context.Background(), path)
 	if err != nil {
 		fmt.Fprintf(stderr, "safetensors stats: %s\n", errorNaming(path, err))
 		return exitFail

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -70,7 +71,7 @@ type tensorSource interface {
 // validate prints the verdict on the named file or checkpoint, and reports
 // whether it is valid (and free of NaN and Inf, with values).
 func validate(w io.Writer, name string, values bool) bool {
-	m, err := openModel(name)
+	m, err := openModel(context.Background(), name)
 	var sum summary // the tensors, and for a checkpoint only those its index lists
 	if err == nil {
 		if m.warning != "" {
