@@ -163,9 +163,9 @@ func (s *stack) check(embedNorm bool) []Finding {
 		sig[i] = strings.Join(slices.Sorted(maps.Keys(s.blocks[i])), "\x00")
 	}
 	var out []Finding
-	out = append(out, s.gaps(nums, sig, s.modules)...)
+	out = append(out, s.gaps(nums, sig)...)
 	out = append(out, s.missing(nums, first, last, embedNorm)...)
-	out = append(out, s.shapes(nums, s.modules)...)
+	out = append(out, s.shapes(nums)...)
 	return out
 }
 
@@ -176,8 +176,8 @@ func (s *stack) check(embedNorm bool) []Finding {
 // modules ("layers.0.weight", "layers.2.weight"). A block
 // missing between blocks of different kinds goes unreported here; the
 // layer count of config.json finds it.
-func (s *stack) gaps(nums []int, sig map[int]string, modules bool) []Finding {
-	if modules {
+func (s *stack) gaps(nums []int, sig map[int]string) []Finding {
+	if s.modules {
 		return nil
 	}
 	var missing []string
@@ -375,7 +375,7 @@ func isNorm(suffix string) bool {
 // block of a stage takes the previous stage's channels. In a list of
 // single modules (an MLP's layers.0 and layers.1, whose shapes may well be
 // each other's reversed) only dtypes are compared.
-func (s *stack) shapes(nums []int, modules bool) []Finding {
+func (s *stack) shapes(nums []int) []Finding {
 	suffixes := map[string][]int{}
 	for _, i := range nums {
 		for suf := range s.blocks[i] {
@@ -421,7 +421,7 @@ func (s *stack) shapes(nums []int, modules bool) []Finding {
 	for _, suf := range slices.Sorted(maps.Keys(suffixes)) {
 		have := suffixes[suf]
 		m := majority[suf]
-		if len(have) == 2 && m.count == 1 && !modules {
+		if len(have) == 2 && m.count == 1 && !s.modules {
 			out = append(out, s.transposedPair(suf, have)...)
 			continue
 		}
@@ -438,7 +438,7 @@ func (s *stack) shapes(nums []int, modules bool) []Finding {
 			sev := Error
 			switch {
 			case v.dtype != m.v.dtype:
-			case modules:
+			case s.modules:
 				continue
 			case transposed(t.Shape, i, suf, have, s.blocks):
 				why = " (transposed)"
