@@ -2,7 +2,6 @@ package safetensors
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -74,16 +73,7 @@ func TestOpenModelHubCache(t *testing.T) {
 		t.Skip("symbolic links need privileges on Windows")
 	}
 	fx := loadShardedFixture(t)
-	written := writeFixture(t, fx)
-	repo := filepath.Join(t.TempDir(), "models--org--tiny")
-	snapshot := filepath.Join(repo, "snapshots", "0123abcd")
-	require.NoError(t, os.MkdirAll(filepath.Join(repo, "blobs"), 0o755))
-	require.NoError(t, os.MkdirAll(snapshot, 0o755))
-	for i, name := range dirNames(t, written) {
-		blob := fmt.Sprintf("blob%02d", i)
-		require.NoError(t, os.Rename(filepath.Join(written, name), filepath.Join(repo, "blobs", blob)))
-		require.NoError(t, os.Symlink(filepath.Join("..", "..", "blobs", blob), filepath.Join(snapshot, name)))
-	}
+	snapshot := hubSnapshot(t, writeFixture(t, fx), t.TempDir())
 	m, err := OpenModel(snapshot)
 	require.NoError(t, err)
 	defer m.Close()

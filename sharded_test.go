@@ -639,6 +639,22 @@ func TestOpenIndexFinds(t *testing.T) {
 	})
 }
 
+// hubSnapshot moves the files of dir into a model's directory of the
+// Hugging Face cache under cache (models--org--tiny), as blobs, and returns
+// its snapshot directory, whose files are links to them.
+func hubSnapshot(t *testing.T, dir, cache string) string {
+	repo := filepath.Join(cache, "models--org--tiny")
+	snapshot := filepath.Join(repo, "snapshots", "0123abcd")
+	require.NoError(t, os.MkdirAll(filepath.Join(repo, "blobs"), 0o755))
+	require.NoError(t, os.MkdirAll(snapshot, 0o755))
+	for i, name := range dirNames(t, dir) {
+		blob := fmt.Sprintf("blob%02d", i)
+		require.NoError(t, os.Rename(filepath.Join(dir, name), filepath.Join(repo, "blobs", blob)))
+		require.NoError(t, os.Symlink(filepath.Join("..", "..", "blobs", blob), filepath.Join(snapshot, name)))
+	}
+	return snapshot
+}
+
 // TestOpenIndexHubCache opens a sharded checkpoint laid out as the Hugging
 // Face cache keeps it: a snapshot directory of links to ../../blobs. Its
 // shards lead out of the snapshot but stay inside the model's cache
@@ -649,17 +665,8 @@ func TestOpenIndexHubCache(t *testing.T) {
 		t.Skip("symbolic links need privileges on Windows")
 	}
 	fx := loadShardedFixture(t)
-	written := writeFixture(t, fx)
 	cache := t.TempDir()
-	repo := filepath.Join(cache, "models--org--tiny")
-	snapshot := filepath.Join(repo, "snapshots", "0123abcd")
-	require.NoError(t, os.MkdirAll(filepath.Join(repo, "blobs"), 0o755))
-	require.NoError(t, os.MkdirAll(snapshot, 0o755))
-	for i, name := range dirNames(t, written) {
-		blob := fmt.Sprintf("blob%02d", i)
-		require.NoError(t, os.Rename(filepath.Join(written, name), filepath.Join(repo, "blobs", blob)))
-		require.NoError(t, os.Symlink(filepath.Join("..", "..", "blobs", blob), filepath.Join(snapshot, name)))
-	}
+	snapshot := hubSnapshot(t, writeFixture(t, fx), cache)
 
 	s, err := OpenIndex(snapshot)
 	require.NoError(t, err)
