@@ -21,12 +21,14 @@ var updateAPI = flag.Bool("update-api", false, "rewrite the api/*.txt files from
 // apiPackages are the module's public packages, each with the file under
 // api/ that records its exported API.
 var apiPackages = map[string]string{
-	".":       "safetensors.txt",
-	"check":   "check.txt",
-	"dataset": "dataset.txt",
-	"diff":    "diff.txt",
-	"quant":   "quant.txt",
-	"remote":  "remote.txt",
+	".":          "safetensors.txt",
+	"check":      "check.txt",
+	"checkpoint": "checkpoint.txt",
+	"dataset":    "dataset.txt",
+	"diff":       "diff.txt",
+	"load":       "load.txt",
+	"quant":      "quant.txt",
+	"remote":     "remote.txt",
 }
 
 // TestAPI fails when a package's exported API differs from the one its

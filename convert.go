@@ -563,20 +563,37 @@ func (t Tensor) AppendFloat32s(dst []float32) (result []float32, err error) {
 // bytes), or the error wraps ErrMisalignedSlice. A range outside the
 // tensor gives an error wrapping ErrInvalidSlice.
 func (t Tensor) Elements(start, end uint64) (Tensor, error) {
-	bits := uint64(t.DType.Bits())
-	if bits == 0 {
-		return Tensor{}, tensorErrorf(t.Name, ErrDTypeMismatch, "unknown dtype %v", t.DType)
+	b, e, err := elementBytes(t.Name, t.DType, uint64(len(t.Data)), start, end)
+	if err != nil {
+		return Tensor{}, err
 	}
-	n := uint64(len(t.Data)) * 8 / bits
-	if start > end || end > n {
-		return Tensor{}, tensorErrorf(t.Name, ErrInvalidSlice, "elements [%d, %d) of a tensor of %d", start, end, n)
-	}
-	// No overflow: start and end are at most n, a count of bits / bits.
-	if start*bits%8 != 0 || end*bits%8 != 0 {
-		return Tensor{}, tensorErrorf(t.Name, ErrMisalignedSlice, "elements [%d, %d) of %v do not fall on whole bytes", start, end, t.DType)
-	}
-	b, e := start*bits/8, end*bits/8
 	return Tensor{Name: t.Name, DType: t.DType, Shape: []uint64{end - start}, Data: t.Data[b:e:e]}, nil
+}
+
+// elementBytes returns the bytes [b, e) that hold the elements [start, end)
+// of a tensor of the dtype and size (in bytes), as Elements takes them.
+func elementBytes(name string, dtype DType, size, start, end uint64) (b, e uint64, err error) {
+	nbits := uint64(dtype.Bits())
+	if nbits == 0 {
+		return 0, 0, tensorErrorf(name, ErrDTypeMismatch, "unknown dtype %v", dtype)
+	}
+	// size*8/nbits without overflow: size = q*nbits + r.
+	n := size/nbits*8 + size%nbits*8/nbits
+	if start > end || end > n {
+		return 0, 0, tensorErrorf(name, ErrInvalidSlice, "elements [%d, %d) of a tensor of %d", start, end, n)
+	}
+	// The bit offsets, in 128 bits: start and end are at most n, but a
+	// tensor read through a source may claim up to 2^63 bytes.
+	bitAt := func(i uint64) (byteOff uint64, whole bool) {
+		hi, lo := bits.Mul64(i, nbits)
+		return hi<<61 | lo>>3, lo%8 == 0
+	}
+	b, wb := bitAt(start)
+	e, we := bitAt(end)
+	if !wb || !we {
+		return 0, 0, tensorErrorf(name, ErrMisalignedSlice, "elements [%d, %d) of %v do not fall on whole bytes", start, end, dtype)
+	}
+	return b, e, nil
 }
 
 // AppendFloat32sRange appends the elements [start, end) of the tensor to

@@ -95,8 +95,8 @@ var (
 	// after WriteTensorAt. Nothing is written, and the Writer goes on.
 	ErrWriteOrder = errors.New("safetensors: tensor written out of order")
 
-	// ErrTensorWritten is returned by a Writer, a FileWriter and a
-	// ShardedWriter for a tensor whose bytes were already written, or are
+	// ErrTensorWritten is returned by a Writer, a FileWriter and the
+	// checkpoint package's Writer for a tensor whose bytes were already written, or are
 	// being written by another goroutine: each tensor is written once.
 	// Nothing is written, and the writer goes on.
 	ErrTensorWritten = errors.New("safetensors: tensor already written")
@@ -224,6 +224,14 @@ func notSafetensors(b []byte) string {
 	switch text[0] {
 	case '{', '[':
 		kind = "JSON or other text"
+		switch {
+		case bytes.Contains(b, []byte(`"weight_map"`)):
+			return "; not a safetensors file: it is a sharded checkpoint's index (JSON with a weight_map): open it with the checkpoint package's Open, or read the model whole with its Load"
+		case bytes.Contains(b, []byte(`"_class_name"`)) && bytes.Contains(b, []byte(`"_diffusers_version"`)):
+			return "; not a safetensors file: it is a diffusers pipeline's model_index.json: open the pipeline with the checkpoint package's Open"
+		case bytes.Contains(b, []byte(`"sentence_transformers.`)):
+			return "; not a safetensors file: it is a sentence-transformers model's modules.json: open the model with the checkpoint package's Open"
+		}
 	}
 	if i := bytes.IndexAny(text, "\r\n"); i >= 0 {
 		text = text[:i]

@@ -2,11 +2,9 @@ package safetensors_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log"
 	"math"
 	"os"
@@ -551,138 +549,6 @@ func ExampleTensorFromFloat32s() {
 	// Output: BF16 [2] 80 3f cd 3d
 }
 
-// WriteSharded splits a checkpoint as transformers does; OpenIndex reads it
-// back as one.
-func ExampleOpenIndex() {
-	dir, err := os.MkdirTemp("", "checkpoint")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	var tensors []safetensors.Tensor
-	for i := range 3 {
-		tensors = append(tensors, safetensors.Tensor{
-			Name: fmt.Sprintf("layers.%d.weight", i), DType: safetensors.F32, Shape: []uint64{64}, Data: make([]byte, 256),
-		})
-	}
-	// At most 512 bytes of tensors a shard: two shards.
-	if err := safetensors.WriteSharded(dir, "model", tensors, 512, map[string]string{"format": "pt"}); err != nil {
-		log.Fatal(err)
-	}
-	index, err := os.ReadFile(filepath.Join(dir, "model.safetensors.index.json"))
-	if err != nil {
-		log.Fatal(err)
-	}
-	fmt.Print(string(index))
-
-	ckpt, err := safetensors.OpenIndex(dir)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer ckpt.Close()
-	shard, _ := ckpt.Shard("layers.2.weight")
-	fmt.Println(ckpt.Names(), shard)
-	// Output:
-	// {
-	//   "metadata": {
-	//     "total_parameters": 192,
-	//     "total_size": 768
-	//   },
-	//   "weight_map": {
-	//     "layers.0.weight": "model-00001-of-00002.safetensors",
-	//     "layers.1.weight": "model-00001-of-00002.safetensors",
-	//     "layers.2.weight": "model-00002-of-00002.safetensors"
-	//   }
-	// }
-	// [layers.0.weight layers.1.weight layers.2.weight] model-00002-of-00002.safetensors
-}
-
-// NewSharded opens a checkpoint whose files are not in a local directory:
-// here held in memory, elsewhere on an HTTP server (shards opened with
-// NewReaderAt). It calls the function given once for each shard.
-func ExampleNewSharded() {
-	dir, err := os.MkdirTemp("", "checkpoint")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	tensors := []safetensors.Tensor{
-		{Name: "a", DType: safetensors.U8, Shape: []uint64{3}, Data: []byte{1, 2, 3}},
-		{Name: "b", DType: safetensors.U8, Shape: []uint64{2}, Data: []byte{4, 5}},
-	}
-	if err := safetensors.WriteSharded(dir, "model", tensors, 3, nil); err != nil {
-		log.Fatal(err)
-	}
-	files := make(map[string][]byte)
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		log.Fatal(err)
-	}
-	for _, e := range entries {
-		if files[e.Name()], err = os.ReadFile(filepath.Join(dir, e.Name())); err != nil {
-			log.Fatal(err)
-		}
-	}
-
-	ckpt, err := safetensors.NewSharded("mem:model.safetensors.index.json", files["model.safetensors.index.json"],
-		func(shard string) (*safetensors.Reader, error) {
-			data, ok := files[shard]
-			if !ok {
-				return nil, fs.ErrNotExist
-			}
-			return safetensors.NewReader(data)
-		})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer ckpt.Close()
-	b, err := ckpt.Tensor("b")
-	if err != nil {
-		log.Fatal(err)
-	}
-	fmt.Println(ckpt.Shards(), ckpt.Metadata(), b.Data)
-	// Output:
-	// [model-00001-of-00002.safetensors model-00002-of-00002.safetensors] map[total_parameters:5 total_size:5] [4 5]
-}
-
-// A Loader reads a checkpoint with several goroutines into memory it
-// reuses, and hands each tensor over once its bytes have arrived.
-func ExampleLoader_Load() {
-	dir, err := os.MkdirTemp("", "checkpoint")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	var tensors []safetensors.Tensor
-	for i := range 4 {
-		tensors = append(tensors, safetensors.Tensor{
-			Name: fmt.Sprintf("layers.%d.weight", i), DType: safetensors.U8, Shape: []uint64{3}, Data: []byte{byte(i), 1, 2},
-		})
-	}
-	if err := safetensors.WriteSharded(dir, "model", tensors, 6, nil); err != nil {
-		log.Fatal(err)
-	}
-	ckpt, err := safetensors.OpenIndex(dir)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer ckpt.Close()
-
-	// At most 1 MiB of tensors in memory at once, read around the page
-	// cache.
-	loader := &safetensors.Loader{MemoryLimit: 1 << 20, NoCache: true}
-	sum := 0
-	for t, err := range loader.Load(context.Background(), ckpt) {
-		if err != nil {
-			log.Fatal(err)
-		}
-		sum += int(t.Data[0]) // t.Data is valid until the next iteration
-	}
-	fmt.Println(sum)
-	// Output:
-	// 6
-}
-
 // Several goroutines summarize parts of one tensor, and Merge combines
 // their statistics.
 func ExampleStats_Merge() {
@@ -723,38 +589,6 @@ func ExampleStats_Merge() {
 	// Output:
 	// 1000 values in [0, 999], mean 499.5, std 288.67
 	// [500 501 502 503] <nil>
-}
-
-// CreateSharded streams tensors too large for memory into shards, in any
-// order, and writes the index when all have arrived.
-func ExampleCreateSharded() {
-	dir, err := os.MkdirTemp("", "checkpoint")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	specs := []safetensors.TensorSpec{
-		{Name: "embed", DType: safetensors.BF16, Shape: []uint64{1024, 64}}, // 128 KiB
-		{Name: "head", DType: safetensors.BF16, Shape: []uint64{1024, 64}},
-	}
-	w, err := safetensors.CreateSharded(dir, "model", specs, 200<<10, nil)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer w.Abort()
-	for _, s := range []string{"head", "embed"} {
-		shard, _ := w.Shard(s)
-		fmt.Println(s, "→", shard)
-		if err := w.WriteTensor(s, bytes.NewReader(make([]byte, 128<<10))); err != nil {
-			log.Fatal(err)
-		}
-	}
-	if err := w.Close(); err != nil {
-		log.Fatal(err)
-	}
-	// Output:
-	// head → model-00002-of-00002.safetensors
-	// embed → model-00001-of-00002.safetensors
 }
 
 // NewFileReader reads a file already open, here one inside an os.Root,
@@ -884,41 +718,4 @@ func ExampleSave() {
 	fmt.Println(back["proj.weight"].Name, values)
 	// Output:
 	// proj.weight [1 2 3 4]
-}
-
-// A shard may hold a tensor that the index does not list: loaders ignore
-// it, and so does the checkpoint, whose Unlisted names it. Strict refuses
-// such a checkpoint.
-func ExampleSharded_Unlisted() {
-	dir, err := os.MkdirTemp("", "unlisted")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	var tensors []safetensors.Tensor
-	for _, name := range []string{"a", "b", "c"} {
-		tensors = append(tensors, safetensors.Tensor{Name: name, DType: safetensors.U8, Shape: []uint64{2}, Data: []byte{1, 2}})
-	}
-	// Two shards: a and b in the first, c in the second.
-	if err := safetensors.WriteSharded(dir, "model", tensors, 4, nil); err != nil {
-		log.Fatal(err)
-	}
-	// An index that leaves b out.
-	index := `{"weight_map": {"a": "model-00001-of-00002.safetensors", "c": "model-00002-of-00002.safetensors"}}`
-	if err := os.WriteFile(filepath.Join(dir, "model.safetensors.index.json"), []byte(index), 0o644); err != nil {
-		log.Fatal(err)
-	}
-
-	ckpt, err := safetensors.OpenIndex(dir)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer ckpt.Close()
-	fmt.Println(ckpt.Names(), ckpt.Unlisted())
-
-	_, err = safetensors.OpenIndex(dir, safetensors.Strict())
-	fmt.Println(errors.Is(err, safetensors.ErrUnlistedTensor))
-	// Output:
-	// [a c] [b]
-	// true
 }

@@ -3,10 +3,8 @@
 package safetensors
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -66,26 +64,6 @@ func TestWriteModes(t *testing.T) {
 				r.Close()
 			}
 		})
-	}
-}
-
-// TestShardedModes checks that an overwritten checkpoint's shards and index
-// keep their modes, including when the shards' names are reused.
-func TestShardedModes(t *testing.T) {
-	withUmask(t, 0o022)
-	dir := t.TempDir()
-	c := makeCheckpoint(1, 6, 100, 250)
-	require.NoError(t, c.save(dir))
-	names := dirNames(t, dir)
-	require.Len(t, names, 4)
-	for _, name := range names {
-		assert.Equal(t, os.FileMode(0o644), mode(t, filepath.Join(dir, name)))
-		require.NoError(t, os.Chmod(filepath.Join(dir, name), 0o600))
-	}
-	require.NoError(t, makeCheckpoint(2, 6, 100, 250).save(dir))
-	assert.Equal(t, names, dirNames(t, dir))
-	for _, name := range names {
-		assert.Equal(t, os.FileMode(0o600), mode(t, filepath.Join(dir, name)), name)
 	}
 }
 
@@ -186,33 +164,12 @@ func TestFIFO(t *testing.T) {
 	err = within(t, "Open ReadAll", func() error { _, err := Open(fifo, ReadAll()); return err })
 	require.ErrorIs(t, err, ErrNotRegular)
 
-	// A FIFO as the index, given by name or found in the directory.
-	idxDir := t.TempDir()
-	index := filepath.Join(idxDir, "model"+IndexSuffix)
-	require.NoError(t, syscall.Mkfifo(index, 0o644))
-	err = within(t, "OpenIndex", func() error { _, err := OpenIndex(index); return err })
-	require.ErrorIs(t, err, ErrNotRegular)
-	err = within(t, "OpenIndex of the directory", func() error { _, err := OpenIndex(idxDir); return err })
-	require.ErrorIs(t, err, ErrNotRegular)
-	// A save over it does not block reading the old index either.
-	err = within(t, "WriteSharded", func() error {
-		return makeCheckpoint(1, 6, 100, 250).save(idxDir)
-	})
-	require.NoError(t, err)
-
-	// A FIFO as a shard.
-	shardDir := t.TempDir()
-	require.NoError(t, makeCheckpoint(1, 6, 100, 250).save(shardDir))
-	shard := filepath.Join(shardDir, "model-00002-of-00003.safetensors")
-	require.NoError(t, os.Remove(shard))
-	require.NoError(t, syscall.Mkfifo(shard, 0o644))
-	err = within(t, "OpenIndex with a FIFO shard", func() error { _, err := OpenIndex(shardDir); return err })
-	require.ErrorIs(t, err, ErrNotRegular)
-	require.ErrorIs(t, err, ErrInvalidIndex)
-	assert.True(t, strings.Contains(err.Error(), "model-00002-of-00003.safetensors"), err.Error())
-
 	// Directories are refused the same way.
+	// The sharded checkpoint's cases moved to the checkpoint package
+	// (checkpoint/root_moved_unix_test.go). Directories are refused the
+	// same way, with an error that names the package that opens them.
 	_, err = Open(dir)
 	require.ErrorIs(t, err, ErrNotRegular)
-	assert.False(t, errors.Is(err, ErrInvalidIndex))
+	assert.ErrorContains(t, err, "checkpoint package")
+	assert.NotContains(t, err.Error(), "index", "not an invalid index")
 }

@@ -124,7 +124,7 @@ var scalarShape = []uint64{}
 // parsedHeader is a Header with its name index.
 type parsedHeader struct {
 	Header
-	index  nameIndex
+	names  nameTable
 	strict bool // parsed with the Strict option
 }
 
@@ -150,7 +150,7 @@ func parseHeader(hdr []byte, cfg *readConfig) (*parsedHeader, error) {
 	// Later entries replace earlier ones of the same name, as the reference's
 	// hash map does.
 	tensors := p.tensors
-	index, dups := buildIndex(tensors)
+	names, dups := buildNameTable(tensors)
 	stale := len(dups) > 0
 	if stale {
 		if cfg.strict {
@@ -165,14 +165,14 @@ func parseHeader(hdr []byte, cfg *readConfig) (*parsedHeader, error) {
 		stale = true
 	}
 	if stale {
-		index, _ = buildIndex(tensors)
+		names, _ = buildNameTable(tensors)
 	}
 	if err := validateLayout(tensors); err != nil {
 		return nil, err
 	}
 	return &parsedHeader{
 		Header: Header{Metadata: p.meta, Tensors: tensors, Len: uint64(len(hdr))},
-		index:  index,
+		names:  names,
 		strict: cfg.strict,
 	}, nil
 }

@@ -15,7 +15,8 @@ import (
 // larger than memory, or to read only some tensors, use Open, which maps
 // the file and reads only what is touched, but whose tensors die with its
 // Close; to stream the tensors of a file or a checkpoint through memory of
-// a bounded size, as an inference server fills a device, use a Loader. The
+// a bounded size, as an inference server fills a device, use the load
+// package's Loader; to read a whole model, the checkpoint package's Load. The
 // file is validated as Open validates it, and Load's errors are Open's.
 //
 // To read a tensor as float32s whatever its dtype, as GetTensorFloat32-style

@@ -8,10 +8,11 @@ import (
 	"github.com/safetensors-go/safetensors/internal/regular"
 )
 
-// ErrNotRegular is returned by Open, OpenIndex and the other functions that
-// open files by name for a path that is not a regular file: a directory, a
-// FIFO, a device or a socket. They refuse it before reading a byte, and
-// without waiting for a FIFO's writer.
+// ErrNotRegular is returned by Open, Load, the checkpoint package and the
+// other functions that open files by name for a path that is not a regular
+// file: a directory, a FIFO, a device or a socket. They refuse it before
+// reading a byte, and without waiting for a FIFO's writer. For a
+// directory, the error names the calls that open a model's folder.
 var ErrNotRegular = errors.New("safetensors: not a regular file")
 
 // openRegular opens the named file for reading, and refuses anything but a
@@ -31,6 +32,9 @@ func openChecked(open regular.OpenFunc, name string) (*os.File, error) {
 	f, err := regular.Open(open, name)
 	var nr *regular.NotRegularError
 	if errors.As(err, &nr) {
+		if nr.Mode.IsDir() {
+			return nil, &os.PathError{Op: "open", Path: name, Err: fmt.Errorf("%w: a directory; a model's folder opens with the checkpoint package's Open, and loads whole with its Load", ErrNotRegular)}
+		}
 		return nil, &os.PathError{Op: "open", Path: name, Err: fmt.Errorf("%w (mode %v)", ErrNotRegular, nr.Mode)}
 	}
 	return f, err

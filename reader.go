@@ -1,6 +1,7 @@
 package safetensors
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -39,7 +40,7 @@ type Reader struct {
 	base int64       // the data section's offset in ra
 
 	name  string     // the file's path, for Open; for errors
-	local *localFile // the file Open mapped, which a Loader reads again
+	local *localFile // the file Open mapped, which DataSections describes
 
 	closed atomic.Bool
 }
@@ -49,8 +50,8 @@ type Reader struct {
 // times slower, or when tensors must stay valid after Close or if the file
 // is truncated. Open reads only the data section, once, in reads of 16 MiB
 // from several goroutines (one a processor, and at least four).
-// NewFileReader, OpenIndex and OpenModel take it too; NewReader,
-// NewReaderAt and ReadHeader, which map nothing, ignore it.
+// NewFileReader takes it too; NewReader, NewReaderAt and ReadHeader, which
+// map nothing, ignore it.
 func ReadAll() ReadOption {
 	return func(c *readConfig) error {
 		c.readAll = true
@@ -68,16 +69,19 @@ func ReadAll() ReadOption {
 //
 // The tensors' Data are slices of buf, which the caller must not change
 // while it uses them; they stay valid after Close, until buf is reused.
-// Open uses buf from its start, and needs Header().DataLen() bytes of it.
-// With OpenIndex, the shards' data sections go one after another into buf,
-// in no set order, each at a multiple of 64 bytes from buf's start: the
-// sum of the shards' data sections, each rounded up to 64 bytes, is
-// enough. A buf too small gives an error wrapping io.ErrShortBuffer; then
-// any part of buf may have been written. Like ReadAll, it applies to Open,
-// NewFileReader, OpenIndex and OpenModel.
+// Each option ReadInto returns hands buf out once, from its start: the
+// first file opened with it takes Header().DataLen() bytes of it, and each
+// other file opened with the same option (the files of a checkpoint that
+// the checkpoint package opens with it, several at once) the next ones, in
+// no set order, each at a multiple of 64 bytes from buf's start: the sum of
+// the files' data sections, each rounded up to 64 bytes, is enough. To
+// reuse buf for the next model, call ReadInto again. A buf too small gives
+// an error wrapping io.ErrShortBuffer; then any part of buf may have been
+// written. Like ReadAll, it applies to Open and NewFileReader.
 func ReadInto(buf []byte) ReadOption {
+	into := &intoBuffer{buf: buf}
 	return func(c *readConfig) error {
-		c.readAll, c.hasInto, c.into = true, true, buf
+		c.readAll, c.into = true, into
 		return nil
 	}
 }
@@ -139,7 +143,7 @@ func readHeaderAt(r io.ReaderAt, size int64, cfg *readConfig) (*parsedHeader, er
 		return nil, errorf(ErrHeaderTooSmall, "file is %d bytes, shorter than the %d-byte header length", max(size, 0), prefixLen)
 	}
 	buf := make([]byte, min(size, headerProbe))
-	if err := readFullAt(r, buf, 0); err != nil {
+	if err := readFullAt(nil, r, buf, 0); err != nil {
 		return nil, err
 	}
 	n, err := headerLen(buf, size)
@@ -149,7 +153,7 @@ func readHeaderAt(r io.ReaderAt, size int64, cfg *readConfig) (*parsedHeader, er
 	if end := prefixLen + int64(n); end > int64(len(buf)) {
 		// n is at most MaxHeaderSize and within the file.
 		buf = append(buf, make([]byte, end-int64(len(buf)))...)
-		if err := readFullAt(r, buf[headerProbe:], headerProbe); err != nil {
+		if err := readFullAt(nil, r, buf[headerProbe:], headerProbe); err != nil {
 			return nil, err
 		}
 	}
@@ -163,10 +167,11 @@ func readHeaderAt(r io.ReaderAt, size int64, cfg *readConfig) (*parsedHeader, er
 	return h, nil
 }
 
-// readFullAt fills p from r at off. A source shorter than it claimed to be
-// gives an error wrapping io.ErrUnexpectedEOF.
-func readFullAt(r io.ReaderAt, p []byte, off int64) error {
-	n, err := r.ReadAt(p, off)
+// readFullAt fills p from r at off, under ctx as readAtContext reads. A
+// source shorter than it claimed to be gives an error wrapping
+// io.ErrUnexpectedEOF.
+func readFullAt(ctx context.Context, r io.ReaderAt, p []byte, off int64) error {
+	n, err := readAtContext(ctx, r, p, off)
 	if n == len(p) {
 		return nil // io.ReaderAt may return io.EOF with the last bytes
 	}
@@ -272,12 +277,6 @@ func openFile(f *os.File, path string, cfg *readConfig) (*Reader, error) {
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	r := &Reader{h: h, name: path}
-	if cfg.readAtLarge && !cfg.readAll && uint64(size) > maxMapped {
-		// It cannot be mapped: read it through the file, which the Reader
-		// now owns (see closeUnlessKept).
-		r.ra, r.base, r.release = f, int64(h.DataOffset()), f.Close
-		return r, nil
-	}
 	if cfg.readAll || !mmapSupported {
 		if h.DataLen() > maxInt {
 			return nil, &os.PathError{Op: "open", Path: path, Err: errTooLarge(size)}
@@ -287,7 +286,7 @@ func openFile(f *os.File, path string, cfg *readConfig) (*Reader, error) {
 		}
 		// Several goroutines in large chunks: one reading goroutine copies
 		// from the page cache at a fraction of the memory's speed.
-		if err := readParallel(f, r.data, int64(h.DataOffset()), defaultConcurrency(), defaultChunkSize); err != nil {
+		if err := readParallel(f, r.data, int64(h.DataOffset()), readers(), readChunk); err != nil {
 			return nil, &os.PathError{Op: "read", Path: path, Err: fmt.Errorf("%sthe file changed while it was read: %w", prefix, err)}
 		}
 	} else if size > 0 {
@@ -312,18 +311,6 @@ func openFile(f *os.File, path string, cfg *readConfig) (*Reader, error) {
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	return r, nil
-}
-
-// maxMapped is the size of the largest file that OpenModel maps: what fits
-// in the address space. Tests lower it.
-var maxMapped = maxInt
-
-// closeUnlessKept closes f, the file that openFile was given, unless r
-// reads through it and so owns it.
-func closeUnlessKept(f *os.File, r *Reader) {
-	if r == nil || r.ra != io.ReaderAt(f) {
-		f.Close()
-	}
 }
 
 // testHookOpened, when set by a test, runs in Open between reading or
@@ -361,23 +348,46 @@ func (r *Reader) Metadata() map[string]string { return maps.Clone(r.h.Metadata) 
 // tensor gives an error wrapping ErrTensorTooLarge, and TensorReader reads
 // it. An unknown name gives a *TensorError wrapping ErrTensorNotFound.
 func (r *Reader) Tensor(name string) (Tensor, error) {
+	return r.tensorNamed(nil, name)
+}
+
+// TensorContext is Tensor under ctx: a tensor read from a source (a Reader
+// from NewReaderAt) is read under ctx, through the source's ReadAtContext
+// where it has one, such as a file of the remote package, whose request in
+// flight ctx then aborts; a source without one is read once ctx is checked.
+// Once ctx is done, it returns an error wrapping ctx.Err(). From Open and
+// NewReader, whose tensors are slices of memory, it is Tensor once ctx is
+// checked.
+func (r *Reader) TensorContext(ctx context.Context, name string) (Tensor, error) {
+	if err := ctx.Err(); err != nil {
+		return Tensor{}, &TensorError{Name: name, Err: context.Cause(ctx)}
+	}
+	return r.tensorNamed(ctx, name)
+}
+
+// tensorNamed returns the named tensor, read under ctx (nil: the source's
+// own).
+func (r *Reader) tensorNamed(ctx context.Context, name string) (Tensor, error) {
 	if r.closed.Load() {
 		return Tensor{}, ErrClosed
 	}
-	i := r.h.index.find(r.h.Tensors, name)
+	i := r.h.names.find(r.h.Tensors, name)
 	if i < 0 {
 		return Tensor{}, &TensorError{Name: name, Err: ErrTensorNotFound}
 	}
-	return r.tensor(i)
+	return r.tensor(ctx, i)
 }
 
-// tensorInfo returns the header's entry of the named tensor.
-func (r *Reader) tensorInfo(name string) (TensorInfo, bool) {
-	i := r.h.index.find(r.h.Tensors, name)
+// Info returns the header's entry of the named tensor: its dtype, shape and
+// offsets, found as Tensor finds it, without reading its data. An unknown
+// name gives a *TensorError wrapping ErrTensorNotFound. It works after
+// Close. The Shape is shared with the Reader and must not be modified.
+func (r *Reader) Info(name string) (TensorInfo, error) {
+	i := r.h.names.find(r.h.Tensors, name)
 	if i < 0 {
-		return TensorInfo{}, false
+		return TensorInfo{}, &TensorError{Name: name, Err: ErrTensorNotFound}
 	}
-	return r.h.Tensors[i], true
+	return r.h.Tensors[i], nil
 }
 
 // Tensors returns every tensor in file order; see Tensor.
@@ -388,15 +398,16 @@ func (r *Reader) Tensors() ([]Tensor, error) {
 	ts := make([]Tensor, len(r.h.Tensors))
 	for i := range ts {
 		var err error
-		if ts[i], err = r.tensor(i); err != nil {
+		if ts[i], err = r.tensor(nil, i); err != nil {
 			return nil, err
 		}
 	}
 	return ts, nil
 }
 
-// tensor returns the i-th tensor in file order.
-func (r *Reader) tensor(i int) (Tensor, error) {
+// tensor returns the i-th tensor in file order, read under ctx (nil: the
+// source's own).
+func (r *Reader) tensor(ctx context.Context, i int) (Tensor, error) {
 	t := &r.h.Tensors[i]
 	b, e := t.DataOffsets[0], t.DataOffsets[1]
 	out := Tensor{Name: t.Name, DType: t.DType, Shape: t.Shape}
@@ -408,7 +419,57 @@ func (r *Reader) tensor(i int) (Tensor, error) {
 		return Tensor{}, tensorErrorf(t.Name, ErrTensorTooLarge, "%d bytes, more than the %d that Tensor allocates for a tensor read through NewReaderAt; read it with TensorReader", e-b, min(uint64(MaxTensorAlloc), maxInt))
 	}
 	out.Data = make([]byte, e-b)
-	if err := readFullAt(r.ra, out.Data, r.base+int64(b)); err != nil {
+	if err := readFullAt(ctx, r.ra, out.Data, r.base+int64(b)); err != nil {
+		return Tensor{}, &TensorError{Name: t.Name, Err: err}
+	}
+	return out, nil
+}
+
+// TensorElements returns the elements [start, end) of the named tensor, as
+// Tensor.Elements cuts them (a one-dimensional tensor of the same name and
+// dtype; for the packed dtypes, start and end on whole bytes), without
+// reading the rest: the way to read a tensor of any size piece by piece,
+// in memory of a bounded size, as the check and diff packages read a
+// model. From Open and NewReader, its Data is a slice of the Reader's
+// memory, and buf is not used; from NewReaderAt, the bytes are read from
+// the source under ctx (see TensorContext) into buf when it is large
+// enough, else into new memory, of at most MaxTensorAlloc bytes. An
+// unknown name gives a *TensorError wrapping ErrTensorNotFound, a range
+// outside the tensor one wrapping ErrInvalidSlice.
+func (r *Reader) TensorElements(ctx context.Context, name string, start, end uint64, buf []byte) (Tensor, error) {
+	if err := ctx.Err(); err != nil {
+		return Tensor{}, &TensorError{Name: name, Err: context.Cause(ctx)}
+	}
+	if r.closed.Load() {
+		return Tensor{}, ErrClosed
+	}
+	i := r.h.names.find(r.h.Tensors, name)
+	if i < 0 {
+		return Tensor{}, &TensorError{Name: name, Err: ErrTensorNotFound}
+	}
+	t := &r.h.Tensors[i]
+	tb := t.DataOffsets[0]
+	b, e, err := elementBytes(t.Name, t.DType, t.DataOffsets[1]-tb, start, end)
+	if err != nil {
+		return Tensor{}, err
+	}
+	out := Tensor{Name: t.Name, DType: t.DType, Shape: []uint64{end - start}}
+	if r.ra == nil {
+		out.Data = r.data[tb+b : tb+e : tb+e]
+		return out, nil
+	}
+	n := e - b
+	if n > MaxTensorAlloc || n > maxInt {
+		return Tensor{}, tensorErrorf(t.Name, ErrTensorTooLarge, "elements [%d, %d) are %d bytes, more than the %d that TensorElements reads at once", start, end, n, min(uint64(MaxTensorAlloc), maxInt))
+	}
+	if uint64(cap(buf)) >= n {
+		out.Data = buf[:n:n]
+	} else {
+		out.Data = make([]byte, n)
+	}
+	// No overflow: the header's validation bounds the offsets by the
+	// source's size, an int64.
+	if err := readFullAt(ctx, r.ra, out.Data, r.base+int64(tb+b)); err != nil {
 		return Tensor{}, &TensorError{Name: t.Name, Err: err}
 	}
 	return out, nil
@@ -428,6 +489,14 @@ const MaxTensorAlloc = 4 << 30
 // NewReaderAt for a tensor larger than MaxTensorAlloc, or larger than this
 // platform's memory can address; TensorReader reads it.
 var ErrTensorTooLarge = errors.New("safetensors: tensor too large to read into memory at once")
+
+// localFile is a file on disk, as Open found it: what DataSections gives a
+// loader that reads the file again by its path.
+type localFile struct {
+	path       string
+	info       os.FileInfo // to check that the path still names the same file
+	dataOffset int64
+}
 
 // maxInt is the largest int, as a uint64.
 const maxInt = uint64(^uint(0) >> 1)
@@ -451,7 +520,7 @@ func (r *Reader) Prefetch(names ...string) error {
 	}
 	var errs []error
 	for _, name := range names {
-		i := r.h.index.find(r.h.Tensors, name)
+		i := r.h.names.find(r.h.Tensors, name)
 		if i < 0 {
 			errs = append(errs, &TensorError{Name: name, Err: ErrTensorNotFound})
 			continue

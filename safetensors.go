@@ -43,25 +43,22 @@
 // the same error for the others, matched by the sentinel errors with
 // errors.Is.
 //
-// A model's weights are often more than one file. [OpenIndex] opens a
-// sharded checkpoint (model.safetensors.index.json and shards named like
-// model-00001-of-00030.safetensors, [IndexSuffix] ending the index's name)
-// as one [Sharded], after checking the index against every shard; given a
-// directory, it finds the checkpoint as transformers does. Tensors that a
-// shard holds and the index does not list are left out, as loaders leave
-// them out, and [Sharded.Unlisted] names them. [NewSharded] checks and
-// opens a checkpoint whose shards are elsewhere, such as on an HTTP server.
-// [OpenModel] opens every form a model's weights come in (a file, an index,
-// a model directory, a snapshot of the Hugging Face cache) as a [Model]: a
-// Sharded, and the directory of the model's other files, such as
-// config.json. A *Reader, a *Sharded and a *Model are each a
-// [TensorSource], the names and tensors that tools reading a model need.
+// A model's weights are often more than one file, laid out as the library
+// that saved them lays them out: the checkpoint package opens them (a
+// sharded checkpoint, a model's folder of any library, a diffusers
+// pipeline, a snapshot of the Hugging Face cache, on disk or over HTTP)
+// through Readers of this package. A Reader is a [TensorSource], the names
+// and tensors that tools reading a model need, and [Reader.TensorContext]
+// reads a tensor under a context. [Reader.DataSections] tells where its
+// tensors are, for a loader that reads them its own way (the load
+// package's Loader): a [DataSection], read through a [ReaderAtContext]
+// where the source can abort a read in flight.
 //
 // A [ReadOption] changes how files are read: [ReadAll] makes Open read the
 // data section into memory rather than map it (for network file systems,
 // or tensors that outlive Close), [ReadInto] into a buffer the caller keeps
 // from file to file, and [Strict] also rejects what the format description
-// forbids but the reference tolerates, and the tensors an index leaves out.
+// forbids but the reference tolerates.
 //
 // # Tensors
 //
@@ -99,10 +96,8 @@
 // leave their temporary files (named as [TempPattern] says) but when the
 // process is killed.
 //
-// [CreateSharded] writes a sharded checkpoint as transformers does, shard
-// by shard through a [ShardedWriter], the index last; [WriteSharded] does
-// it for tensors held in memory. A checkpoint already in the directory is
-// replaced so that the directory always holds a complete one.
+// The checkpoint package writes a sharded checkpoint, shards and index, as
+// transformers does, through Writers of this package.
 //
 // # Converting
 //
@@ -122,15 +117,9 @@
 // with nothing left open, and Save writes a map of tensors as WriteFile
 // does.
 //
-// A [Loader] fills memory from a checkpoint the way an inference server
-// fills a device: it reads the tensors of a [LoadSource] (a Reader, a
-// Sharded, a Model, or any source that the caller describes with
-// [LoadFile] values, such as an object store), with several goroutines in
-// large chunks, into a bounded amount of memory that it reuses, and hands
-// each tensor over as soon as its bytes have arrived. It can read local
-// files without leaving them in the page cache, for machines whose devices
-// share the host's memory. Its fields configure it, as an http.Server's
-// do: a Loader is kept and used for load after load.
+// Load reads one file. To read a whole model in one call, use the
+// checkpoint package's Load; to stream a model through memory of a bounded
+// size, as an inference server fills a device, the load package's Loader.
 //
 // # Files that change while mapped
 //
@@ -151,8 +140,7 @@
 // [ErrInvalidOffset], [ErrShapeOverflow], [ErrMisalignedSlice],
 // [ErrSizeMismatch], [ErrIncompleteBuffer], [ErrTensorNotFound]), so that a
 // verdict compares with the reference's through errors.Is, and the
-// package's own: [ErrUnknownDType], [ErrInvalidIndex] and
-// [ErrUnlistedTensor] for checkpoints, [ErrNotRegular] for a path that is
+// package's own: [ErrUnknownDType], [ErrNotRegular] for a path that is
 // not a regular file, [ErrClosed] for a Reader or Writer used after Close,
 // [ErrWriteOrder] and [ErrTensorWritten] for a Writer given bytes it cannot
 // take, [ErrInvalidSlice], [ErrDTypeMismatch], [ErrNoView] and
@@ -164,10 +152,10 @@
 //
 // # Concurrency and lifetimes
 //
-// A Reader, a Sharded and a Model are safe for use by several goroutines at
-// once, except for Close. The Data of a tensor from Open is a slice of the
-// mapping: read-only, and invalid after Close, unless ReadAll or ReadInto
-// read it into memory. A Writer is for one goroutine at a time, except for
+// A Reader is safe for use by several goroutines at once, except for
+// Close. The Data of a tensor from Open is a slice of the mapping:
+// read-only, and invalid after Close, unless ReadAll or ReadInto read it
+// into memory. A Writer is for one goroutine at a time, except for
 // WriteTensorAt.
 //
 // # Security
@@ -183,11 +171,13 @@
 //
 // # Other packages
 //
-// The remote subpackage reads files and checkpoints over HTTP with range
-// requests; check, diff and quant check, compare and quantize models;
-// dataset reads and writes datasets in the Spark connector's layout; and
-// the safetensors command (cmd/safetensors) inspects, validates, summarizes
-// and converts files.
+// Above this package, and using it: checkpoint opens and writes models in
+// every library's layout, on disk or over HTTP; load streams their tensors
+// into bounded memory; remote reads files over HTTP with range requests;
+// check, diff and quant check, compare and quantize models; dataset reads
+// and writes datasets in the Spark connector's layout; and the safetensors
+// command (cmd/safetensors) inspects, validates, summarizes, checks,
+// compares, quantizes and converts models.
 //
 // [format description]: https://github.com/huggingface/safetensors#format
 // [reference implementation]: https://github.com/huggingface/safetensors/tree/main/safetensors
@@ -202,25 +192,24 @@ import (
 )
 
 // A ReadOption changes how a file is read. Pass options to [Open],
-// [NewFileReader], [OpenIndex], [OpenModel], [NewReader], [NewReaderAt] and
-// [ReadHeader].
+// [NewFileReader], [NewReader], [NewReaderAt] and [ReadHeader], and to the
+// checkpoint package's Open through its ReadOptions.
 type ReadOption func(*readConfig) error
 
 // readConfig holds the settings of ReadOptions.
 type readConfig struct {
 	strict  bool
 	readAll bool
-	// readAtLarge makes a file too large for the address space a Reader
-	// that reads through the file (NewReaderAt) rather than an error; set
-	// by OpenModel only.
-	readAtLarge bool
+	into    *intoBuffer // ReadInto's buffer, or nil
+}
 
-	// into is ReadInto's buffer, if hasInto; used counts its bytes given
-	// to data sections so far (shards open at once, hence mu).
-	hasInto bool
-	into    []byte
-	mu      sync.Mutex
-	used    int
+// intoBuffer is the buffer of one ReadInto option, handed out in
+// consecutive parts to the data sections of the files opened with it, as
+// the shards of a checkpoint are, several at once (hence mu).
+type intoBuffer struct {
+	buf  []byte
+	mu   sync.Mutex
+	used int // the bytes given to data sections so far
 }
 
 // intoAlign is where ReadInto places each data section after the first:
@@ -230,27 +219,28 @@ const intoAlign = 64
 // dest returns the memory a data section of n bytes is read into: the next
 // part of ReadInto's buffer, or new memory.
 func (c *readConfig) dest(n int) ([]byte, error) {
-	if !c.hasInto {
+	if c.into == nil {
 		b := make([]byte, n)
 		pagecache.AdviseHugePages(b)
 		return b, nil
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	start := c.used
+	b := c.into
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	start := b.used
 	if start%intoAlign != 0 {
-		start += intoAlign - start%intoAlign // no overflow: start <= len(c.into)
+		start += intoAlign - start%intoAlign // no overflow: start <= len(b.buf)
 	}
-	if start > len(c.into) || n > len(c.into)-start {
+	if start > len(b.buf) || n > len(b.buf)-start {
 		taken := ""
-		if c.used > 0 {
-			taken = fmt.Sprintf(", %d of them taken by other shards", c.used)
+		if b.used > 0 {
+			taken = fmt.Sprintf(", %d of them taken by other files opened with it", b.used)
 		}
 		return nil, fmt.Errorf("%sthe data section of %d bytes does not fit in ReadInto's buffer of %d bytes%s: %w",
-			prefix, n, len(c.into), taken, io.ErrShortBuffer)
+			prefix, n, len(b.buf), taken, io.ErrShortBuffer)
 	}
-	c.used = start + n
-	return c.into[start : start+n : start+n], nil
+	b.used = start + n
+	return b.buf[start : start+n : start+n], nil
 }
 
 func newReadConfig(opts []ReadOption) (*readConfig, error) {
@@ -280,11 +270,9 @@ func newReadConfig(opts []ReadOption) (*readConfig, error) {
 // Every file Strict accepts, the default parser accepts too, with the same
 // tensors and metadata.
 //
-// For a sharded checkpoint (OpenIndex, OpenModel, and NewSharded when its
-// open function reads the shards with Strict), Strict also refuses tensors
-// that a shard holds but the index does not list, which loaders ignore and
-// a tool reading the shard's file sees: the error wraps ErrUnlistedTensor.
-// Without Strict, the checkpoint opens and Sharded.Unlisted names them.
+// The checkpoint package's Strict option reads every file of a checkpoint
+// with Strict, and also refuses tensors that a shard holds but the index
+// does not list.
 func Strict() ReadOption {
 	return func(c *readConfig) error {
 		c.strict = true

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"testing/iotest"
 
+	"github.com/safetensors-go/safetensors/internal/atomicfile"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -528,7 +529,7 @@ func TestCreateFileDiskFailure(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "model.safetensors")
 	boom := errors.New("no space left on device")
-	wrapTemp(t, func(f *os.File) (fileWriter, error) {
+	wrapTemp(t, func(f *os.File) (atomicfile.Temp, error) {
 		return &fakeFile{File: f, w: io.MultiWriter(f, &failingWriter{n: 600, err: boom})}, nil
 	})
 	fw, err := CreateFile(path, specsOf(tensors), nil)

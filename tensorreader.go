@@ -18,7 +18,7 @@ func (r *Reader) TensorReader(name string) (*io.SectionReader, error) {
 	if r.closed.Load() {
 		return nil, ErrClosed
 	}
-	i := r.h.index.find(r.h.Tensors, name)
+	i := r.h.names.find(r.h.Tensors, name)
 	if i < 0 {
 		return nil, &TensorError{Name: name, Err: ErrTensorNotFound}
 	}
@@ -44,14 +44,4 @@ func (c closedCheck) ReadAt(p []byte, off int64) (int, error) {
 		return 0, ErrClosed
 	}
 	return c.ra.ReadAt(p, off)
-}
-
-// TensorReader returns a reader of the named tensor's bytes, from its
-// shard; see Reader.TensorReader.
-func (s *Sharded) TensorReader(name string) (*io.SectionReader, error) {
-	i, ok := s.find(name)
-	if !ok {
-		return nil, tensorErrorf(name, ErrTensorNotFound, "no such tensor in %s", s.index)
-	}
-	return s.shards[i].TensorReader(name)
 }

@@ -136,24 +136,3 @@ func TestTensorReader(t *testing.T) {
 		})
 	}
 }
-
-// TestShardedTensorReader reads every tensor of a checkpoint through
-// Sharded.TensorReader.
-func TestShardedTensorReader(t *testing.T) {
-	tensors := streamTensors()
-	dir := t.TempDir()
-	require.NoError(t, WriteSharded(dir, "model", tensors, 64, nil))
-	s, err := OpenIndex(dir)
-	require.NoError(t, err)
-	defer s.Close()
-	require.Greater(t, len(s.Shards()), 1)
-	for _, want := range tensors {
-		sr, err := s.TensorReader(want.Name)
-		require.NoError(t, err)
-		got, err := io.ReadAll(sr)
-		require.NoError(t, err)
-		assert.Equal(t, want.Data, got, want.Name)
-	}
-	_, err = s.TensorReader("nope")
-	assert.ErrorIs(t, err, ErrTensorNotFound)
-}

@@ -64,7 +64,7 @@ func Alignment(n int) WriteOption {
 type plan struct {
 	header Header    // the tensors in file order, with their offsets
 	order  []int     // order[k] is the index, in the caller's list, of the k-th tensor
-	index  nameIndex // finds a tensor of header.Tensors by name
+	names  nameTable // finds a tensor of header.Tensors by name
 	prefix []byte    // the 8-byte length, the JSON header and its padding
 }
 
@@ -113,7 +113,7 @@ func makePlan(n int, spec func(i int) (string, DType, []uint64), metadata map[st
 	}
 	// The index that finds a tensor by name, for the Writer, finds names
 	// given twice too.
-	index, dups := buildIndex(sorted)
+	names, dups := buildNameTable(sorted)
 	if len(dups) > 0 {
 		return nil, &TensorError{Name: sorted[dups[0]].Name, Err: errorf(ErrInvalidHeader, "duplicate tensor name")}
 	}
@@ -131,7 +131,7 @@ func makePlan(n int, spec func(i int) (string, DType, []uint64), metadata map[st
 	if n := len(prefix) - prefixLen; n > MaxHeaderSize {
 		return nil, errorf(ErrHeaderTooLarge, "the header would be %d bytes, more than the limit of %d", n, MaxHeaderSize)
 	}
-	pl := &plan{order: order, prefix: prefix, index: index}
+	pl := &plan{order: order, prefix: prefix, names: names}
 	pl.header = Header{Tensors: sorted, Len: uint64(len(prefix) - prefixLen)}
 	if metadata != nil {
 		pl.header.Metadata = make(map[string]string, len(metadata))
@@ -172,7 +172,7 @@ func makePlan(n int, spec func(i int) (string, DType, []uint64), metadata map[st
 type Writer struct {
 	w      io.Writer
 	header Header
-	index  nameIndex // finds a tensor of header.Tensors by name
+	names  nameTable // finds a tensor of header.Tensors by name
 	order  []int     // the specs' indices, in file order
 	total  uint64    // the length of the data section
 
@@ -209,7 +209,7 @@ func newWriter(w io.Writer, pl *plan) (*Writer, error) {
 	if _, err := w.Write(pl.prefix); err != nil {
 		return nil, err
 	}
-	return &Writer{w: w, header: pl.header, index: pl.index, order: pl.order, total: pl.header.DataLen()}, nil
+	return &Writer{w: w, header: pl.header, names: pl.names, order: pl.order, total: pl.header.DataLen()}, nil
 }
 
 // Header returns the header the Writer wrote: Tensors lists the tensors in
@@ -343,7 +343,7 @@ func (w *Writer) WriteTensor(name string, r io.Reader) error {
 	if err := w.check(name); err != nil {
 		return err
 	}
-	i := w.index.find(w.header.Tensors, name)
+	i := w.names.find(w.header.Tensors, name)
 	if i < 0 {
 		return &TensorError{Name: name, Err: ErrTensorNotFound}
 	}
@@ -402,7 +402,7 @@ func (w *Writer) startAt(name string) (int, io.WriterAt, error) {
 	case w.closed:
 		return 0, nil, ErrClosed
 	}
-	i := w.index.find(w.header.Tensors, name)
+	i := w.names.find(w.header.Tensors, name)
 	if i < 0 {
 		return 0, nil, &TensorError{Name: name, Err: ErrTensorNotFound}
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/safetensors-go/safetensors/internal/atomicfile"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -273,16 +274,15 @@ func (f *fakeFile) Close() error {
 
 // wrapTemp makes the temporary files of WriteFile and CreateFile go through
 // wrap, for the rest of the test.
-func wrapTemp(t *testing.T, wrap func(*os.File) (fileWriter, error)) {
-	saved := createTemp
-	t.Cleanup(func() { createTemp = saved })
-	createTemp = func(name string) (fileWriter, error) {
-		f, err := saved(name)
+func wrapTemp(t *testing.T, wrap func(*os.File) (atomicfile.Temp, error)) {
+	restore := atomicfile.SetHooks(atomicfile.Hooks{CreateTemp: func(name string) (atomicfile.Temp, error) {
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
 		if err != nil {
 			return nil, err
 		}
-		return wrap(f.(*os.File))
-	}
+		return wrap(f)
+	}})
+	t.Cleanup(restore)
 }
 
 // TestWriteFileFailures simulates a disk that fails at each step and checks
@@ -292,21 +292,21 @@ func TestWriteFileFailures(t *testing.T) {
 	tensors := []Tensor{{Name: "w", DType: U8, Shape: []uint64{200_000}, Data: bytes.Repeat([]byte{7}, 200_000)}}
 	for _, tt := range []struct {
 		name string
-		make func(f *os.File) (fileWriter, error)
+		make func(f *os.File) (atomicfile.Temp, error)
 	}{
-		{"create", func(f *os.File) (fileWriter, error) {
+		{"create", func(f *os.File) (atomicfile.Temp, error) {
 			f.Close()
 			os.Remove(f.Name())
 			return nil, &fs.PathError{Op: "open", Path: f.Name(), Err: fs.ErrPermission}
 		}},
-		{"write_header", func(f *os.File) (fileWriter, error) {
+		{"write_header", func(f *os.File) (atomicfile.Temp, error) {
 			return &fakeFile{File: f, w: &failingWriter{n: 3, err: boom}}, nil
 		}},
-		{"write_data", func(f *os.File) (fileWriter, error) {
+		{"write_data", func(f *os.File) (atomicfile.Temp, error) {
 			return &fakeFile{File: f, w: io.MultiWriter(f, &failingWriter{n: 100_000, err: boom})}, nil
 		}},
-		{"sync", func(f *os.File) (fileWriter, error) { return &fakeFile{File: f, w: f, syncErr: boom}, nil }},
-		{"close", func(f *os.File) (fileWriter, error) { return &fakeFile{File: f, w: f, closeErr: boom}, nil }},
+		{"sync", func(f *os.File) (atomicfile.Temp, error) { return &fakeFile{File: f, w: f, syncErr: boom}, nil }},
+		{"close", func(f *os.File) (atomicfile.Temp, error) { return &fakeFile{File: f, w: f, closeErr: boom}, nil }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/checkpoint"
+	"github.com/safetensors-go/safetensors/load"
 )
 
 // loadFileSize is the size of the file the load benchmarks read: 2 GiB, or
@@ -160,7 +162,7 @@ func BenchmarkLoad(b *testing.B) {
 			return r.Close()
 		}},
 		{"loader", func() error {
-			l := &safetensors.Loader{Buffer: loaderBuf}
+			l := &load.Loader{Buffer: loaderBuf}
 			for _, err := range l.Load(context.Background(), r) {
 				if err != nil {
 					return err
@@ -239,7 +241,7 @@ func BenchmarkLoadMemoryLimit(b *testing.B) {
 		base = resetPeakRSS()
 	}
 	loader := func() error {
-		l := &safetensors.Loader{MemoryLimit: limit}
+		l := &load.Loader{MemoryLimit: limit}
 		for _, err := range l.Load(context.Background(), r) {
 			if err != nil {
 				return err
@@ -326,7 +328,7 @@ func BenchmarkLoadNoCache(b *testing.B) {
 		}
 	}
 	noCache := func() error {
-		l := &safetensors.Loader{Buffer: loaderBuf, NoCache: true}
+		l := &load.Loader{Buffer: loaderBuf, NoCache: true}
 		for _, err := range l.Load(context.Background(), r) {
 			if err != nil {
 				return err
@@ -414,10 +416,11 @@ func sampleCached(base int64) (stop func() int64) {
 func meminfo(field string) int64 { return procBytes("/proc/meminfo", field) }
 
 // BenchmarkOpenIndexSingle opens a model directory holding one
-// model.safetensors (256 tensors) with OpenIndex, and, alternating, does
-// what it must cost at most: Open of the file plus a listing of the
-// directory. x = OpenIndex time / (Open + listing) time, fastest rounds;
-// at most 1 asked.
+// model.safetensors (256 tensors) with checkpoint.Open (OpenIndex before
+// the checkpoint package, hence the name), and, alternating, does what it
+// must cost at most: Open of the file plus a listing of the directory.
+// x = checkpoint.Open time / (Open + listing) time, fastest rounds; at
+// most 1 asked.
 func BenchmarkOpenIndexSingle(b *testing.B) {
 	dir := b.TempDir()
 	file := createFile(b, dir, "model.safetensors", 256, 256<<20, true)
@@ -428,7 +431,7 @@ func BenchmarkOpenIndexSingle(b *testing.B) {
 	}
 	sides := []func() error{
 		func() error {
-			s, err := safetensors.OpenIndex(dir)
+			s, err := checkpoint.Open(context.Background(), dir)
 			if err != nil {
 				return err
 			}

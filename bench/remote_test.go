@@ -13,7 +13,8 @@ import (
 	"time"
 
 	"github.com/safetensors-go/safetensors"
-	"github.com/safetensors-go/safetensors/remote"
+	"github.com/safetensors-go/safetensors/checkpoint"
+	"github.com/safetensors-go/safetensors/load"
 )
 
 // remoteCheckpoint writes a checkpoint of n BF16 tensors of size bytes
@@ -29,7 +30,7 @@ func remoteCheckpoint(b *testing.B, n, size int) string {
 		}
 		tensors[i] = safetensors.Tensor{Name: fmt.Sprintf("model.layers.%d.mlp.up_proj.weight", i), DType: safetensors.BF16, Shape: []uint64{uint64(size / 2)}, Data: data}
 	}
-	if err := safetensors.WriteSharded(dir, "model", tensors, int64(8*size), map[string]string{"format": "pt"}); err != nil {
+	if err := checkpoint.Write(dir, tensors, checkpoint.MaxShardSize(int64(8*size)), checkpoint.FileMetadata(map[string]string{"format": "pt"})); err != nil {
 		b.Fatal(err)
 	}
 	return dir
@@ -44,13 +45,13 @@ type byteRange struct {
 // tensorRanges lists the byte ranges of the tensors of the checkpoint in
 // dir, as plain range GETs would ask for them.
 func tensorRanges(b *testing.B, dir string) []byteRange {
-	s, err := safetensors.OpenIndex(dir)
+	s, err := checkpoint.Open(context.Background(), dir)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer s.Close()
 	var out []byteRange
-	for _, shard := range s.Shards() {
+	for _, shard := range s.Files() {
 		h, err := s.Header(shard)
 		if err != nil {
 			b.Fatal(err)
@@ -113,8 +114,8 @@ func plainGets(client *http.Client, base string, ranges []byteRange, bufs [][]by
 }
 
 // BenchmarkRemoteLoad loads every tensor of a checkpoint served by
-// http.FileServer on loopback, opened with remote.OpenIndex, with a
-// safetensors.Loader (8 reads at once, each range checked and pinned by
+// http.FileServer on loopback, opened with checkpoint.Open of its URL,
+// with a load.Loader (8 reads at once, each range checked and pinned by
 // remote) into a buffer reused from one load to the next, and into memory
 // of its own; and, as the ceiling, fetches the same byte ranges with 8
 // concurrent plain range GETs into buffers allocated beforehand.
@@ -162,12 +163,12 @@ func BenchmarkRemoteLoad(b *testing.B) {
 				files.ServeHTTP(w, r)
 			}))
 			defer srv.Close()
-			s, err := remote.OpenIndex(context.Background(), nil, srv.URL)
+			s, err := checkpoint.Open(context.Background(), srv.URL)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer s.Close()
-			load := func(loader *safetensors.Loader) error {
+			loadAll := func(loader *load.Loader) error {
 				got := 0
 				for t, err := range loader.Load(context.Background(), s) {
 					if err != nil {
@@ -182,8 +183,8 @@ func BenchmarkRemoteLoad(b *testing.B) {
 			}
 			sides := []func() error{
 				func() error { return plainGets(client, srv.URL, ranges, bufs, workers) },
-				func() error { return load(&safetensors.Loader{Concurrency: workers, Buffer: ring}) },
-				func() error { return load(&safetensors.Loader{Concurrency: workers}) },
+				func() error { return loadAll(&load.Loader{Concurrency: workers, Buffer: ring}) },
+				func() error { return loadAll(&load.Loader{Concurrency: workers}) },
 			}
 			if delay > 0 {
 				sides = append(sides, func() error { return plainGets(client, srv.URL, ranges, bufs, 1) })

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/checkpoint"
 )
 
 // createSharded writes a checkpoint of 30 shards, each holding
@@ -54,11 +56,12 @@ func createSharded(b *testing.B, dir string, tensorsPerShard int, elems uint64) 
 	return hdrBytes
 }
 
-// BenchmarkOpenIndex opens and closes a 30-shard checkpoint of 8 GiB
+// BenchmarkOpenIndex (named for OpenIndex, which checkpoint.Open replaced)
+// opens with checkpoint.Open and closes a 30-shard checkpoint of 8 GiB
 // (sparse files) and one whose shards' headers list the same 300 tensors
 // with 8 KiB of data in all, in alternating rounds, and reports each one's
 // fastest time, their ratio per byte of the shards' headers ("x", large /
-// small, 1 = OpenIndex costs what the headers cost, whatever the size of
+// small, 1 = checkpoint.Open costs what the headers cost, whatever the size of
 // the data), and how much the resident set grows while the large one is
 // open ("rss-growth-KiB", Linux only).
 func BenchmarkOpenIndex(b *testing.B) {
@@ -69,5 +72,5 @@ func BenchmarkOpenIndex(b *testing.B) {
 		float64(createSharded(b, small, perShard, 8)),
 	}
 	dirs := []string{large, small}
-	openLargeSmall(b, hdr, func(i int) (io.Closer, error) { return safetensors.OpenIndex(dirs[i]) })
+	openLargeSmall(b, hdr, func(i int) (io.Closer, error) { return checkpoint.Open(context.Background(), dirs[i]) })
 }

@@ -24,7 +24,7 @@ func (m memSource) Names() []string {
 	return names
 }
 
-func (m memSource) Tensor(name string) (safetensors.Tensor, error) {
+func (m memSource) TensorContext(_ context.Context, name string) (safetensors.Tensor, error) {
 	for _, t := range m {
 		if t.Name == name {
 			return t, nil

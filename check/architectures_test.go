@@ -3,6 +3,7 @@ package check
 import (
 	"bufio"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -95,7 +96,7 @@ func (m mapSource) Names() []string {
 	})
 }
 
-func (m mapSource) Tensor(name string) (safetensors.Tensor, error) {
+func (m mapSource) TensorContext(_ context.Context, name string) (safetensors.Tensor, error) {
 	t, ok := m[name]
 	if !ok {
 		return t, safetensors.ErrTensorNotFound
@@ -183,7 +184,7 @@ var causes = map[string][]string{
 func mainBlocks(ts []safetensors.Tensor) (string, []int) {
 	infos := make([]info, len(ts))
 	for i, t := range ts {
-		infos[i] = info{t.Name, t.DType, t.Shape}
+		infos[i] = info{Name: t.Name, DType: t.DType, Shape: t.Shape, size: uint64(len(t.Data))}
 	}
 	s := structure(infos).main()
 	if s == nil {

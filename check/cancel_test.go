@@ -23,12 +23,12 @@ type cancellingSource struct {
 	reads  atomic.Int32
 }
 
-func (s *cancellingSource) Tensor(name string) (safetensors.Tensor, error) {
+func (s *cancellingSource) TensorContext(ctx context.Context, name string) (safetensors.Tensor, error) {
 	s.reads.Add(1)
 	if name == s.at {
 		s.cancel(s.cause)
 	}
-	return s.memSource.Tensor(name)
+	return s.memSource.TensorContext(ctx, name)
 }
 
 // TestRunCancelled: a check stops once its context is done, reading no

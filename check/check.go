@@ -20,8 +20,10 @@
 // must be sizes the weights have ([Report.Checked] lists the keys
 // checked); for the families in [Families], every shape is checked too.
 //
-// [Model] checks a file, a sharded checkpoint or a model directory; [Run]
-// checks any [safetensors.TensorSource]. The values are read once, in
+// [Model] checks a model as the checkpoint package opens it (a file, a
+// sharded checkpoint, a folder of any library's layout, a model of several
+// parts, part by part; on disk or over HTTP), and [Checkpoint] one already
+// open; [Run] checks any [safetensors.TensorSource]. The values are read once, in
 // parallel over the tensors and within the large ones; options ([MaxAbs],
 // [NoMagnitude], [Config], [Workers]) change the defaults, and the context
 // stops a check under way.
@@ -33,13 +35,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/checkpoint"
 	"github.com/safetensors-go/safetensors/internal/parallel"
 )
 
@@ -127,6 +129,11 @@ type Report struct {
 	Checked  []string  `json:"checked,omitempty"`
 	Notes    []string  `json:"notes,omitempty"`
 	Findings []Finding `json:"findings"`
+	// Part is the part's name, for the report of a part of a model of
+	// several parts; Parts holds those reports, for the report of such a
+	// model (see Model).
+	Part  string    `json:"part,omitempty"`
+	Parts []*Report `json:"parts,omitempty"`
 }
 
 // Errors returns the number of findings of severity Error.
@@ -248,24 +255,24 @@ func run(ctx context.Context, src safetensors.TensorSource, c *settings) (*Repor
 			return nil, ErrInvalidConfig
 		}
 	}
+	es := safetensors.AsElementSource(src)
 	names := src.Names()
 	infos := make([]info, 0, len(names))
 	r := &Report{Tensors: len(names)}
-	var tensors []safetensors.Tensor
 	for _, n := range names {
 		if err := parallel.Stopped(ctx); err != nil {
 			return nil, fmt.Errorf("check: stopped: %w", err)
 		}
-		t, err := src.Tensor(n)
+		t, err := es.Info(n)
 		if err != nil {
 			r.Findings = append(r.Findings, Finding{Severity: Error, Kind: KindRead, Tensor: n, Message: err.Error()})
 			continue
 		}
-		tensors = append(tensors, t)
-		infos = append(infos, info{Name: n, DType: t.DType, Shape: t.Shape})
-		r.Bytes += uint64(len(t.Data))
+		size := t.DataOffsets[1] - t.DataOffsets[0]
+		infos = append(infos, info{Name: n, DType: t.DType, Shape: t.Shape, size: size})
+		r.Bytes += size
 	}
-	values, bounds, err := scanValues(ctx, tensors, c.maxAbs, c.workers)
+	values, bounds, err := scanValues(ctx, es, infos, c.maxAbs, c.workers)
 	if err != nil {
 		return nil, err
 	}
@@ -286,57 +293,110 @@ func run(ctx context.Context, src safetensors.TensorSource, c *settings) (*Repor
 	} else {
 		r.Notes = append(r.Notes, "no config.json: the configuration was not checked")
 	}
-	slices.SortStableFunc(r.Findings, func(a, b Finding) int {
-		return cmp.Or(-cmp.Compare(a.Severity, b.Severity), cmp.Compare(a.Kind, b.Kind))
-	})
+	sortFindings(r.Findings)
 	return r, nil
 }
 
-// Model checks the model at path, any input safetensors.OpenModel takes: a
-// safetensors file, a sharded checkpoint's index, or a model directory.
-// The config.json of the model's directory is checked too, unless the
-// Config option gives another. It returns the errors of OpenModel, of
+// sortFindings orders findings by severity, errors first, then by kind,
+// keeping the order of the others.
+func sortFindings(fs []Finding) {
+	slices.SortStableFunc(fs, func(a, b Finding) int {
+		return cmp.Or(-cmp.Compare(a.Severity, b.Severity), cmp.Compare(a.Kind, b.Kind))
+	})
+}
+
+// Model checks the model at target, any input the checkpoint package's
+// Open takes: a safetensors file, a sharded checkpoint's index, a folder
+// of any library's layout, a snapshot of the Hugging Face cache, or a URL
+// of any of these. The config.json of the model's folder (over HTTP, the
+// one beside the weights) is checked too, unless the Config option gives
+// another.
+//
+// A model of several parts (a diffusers pipeline, a sentence-transformers
+// model) is checked part by part, each against its own config.json: the
+// Report's Parts holds each part's report, and its Findings all of them,
+// with the tensors and blocks named as the checkpoint names them
+// ("unet/conv_in.weight"). The Config option, which gives one config.json,
+// applies to a model of one part only. It returns the errors of Open, of
 // reading config.json, and those of Run.
-func Model(ctx context.Context, path string, opts ...Option) (*Report, error) {
+func Model(ctx context.Context, target string, opts ...Option) (*Report, error) {
+	if _, err := newSettings(opts); err != nil {
+		return nil, err
+	}
+	ck, err := checkpoint.Open(ctx, target)
+	if err != nil {
+		return nil, err
+	}
+	defer ck.Close()
+	return Checkpoint(ctx, ck, opts...)
+}
+
+// Checkpoint checks an open checkpoint as Model checks the one it opens:
+// with the config.json of its folder, read under ctx, and part by part
+// for a model of several parts. It is for a checkpoint opened with
+// options of its own, such as the headers of a remote one.
+func Checkpoint(ctx context.Context, ck *checkpoint.Checkpoint, opts ...Option) (*Report, error) {
 	c, err := newSettings(opts)
 	if err != nil {
 		return nil, err
 	}
-	src, err := safetensors.OpenModel(path)
-	if err != nil {
-		return nil, err
+	parts := ck.Parts()
+	if parts == nil {
+		return checkPart(ctx, ck, c)
 	}
-	defer src.Close()
+	if c.hasConfig {
+		return nil, fmt.Errorf("%w: Config gives one config.json, and %s is a model of %d parts, each with its own", safetensors.ErrInvalidOption, ck, len(parts))
+	}
+	top := &Report{Findings: []Finding{}}
+	for _, p := range parts {
+		pc := *c
+		r, err := checkPart(ctx, p, &pc)
+		if err != nil {
+			return nil, err
+		}
+		r.Part = p.Part()
+		top.Tensors += r.Tensors
+		top.Bytes += r.Bytes
+		prefix := ""
+		if r.Part != "" {
+			prefix = r.Part + "/"
+		}
+		for _, f := range r.Findings {
+			if f.Tensor != "" {
+				f.Tensor = prefix + f.Tensor
+			}
+			if f.Block != "" {
+				f.Block = prefix + f.Block
+			}
+			top.Findings = append(top.Findings, f)
+		}
+		top.Parts = append(top.Parts, r)
+	}
+	sortFindings(top.Findings)
+	return top, nil
+}
+
+// checkPart checks a checkpoint of one part, with the config.json of its
+// folder unless c gives one.
+func checkPart(ctx context.Context, ck *checkpoint.Checkpoint, c *settings) (*Report, error) {
 	if !c.hasConfig {
-		data, err := readConfig(filepath.Join(src.Dir(), "config.json"))
+		data, err := ck.ReadFile(ctx, "config.json")
 		switch {
 		case err == nil:
 			c.config, c.hasConfig = data, true
-		case !errors.Is(err, os.ErrNotExist):
+		case !errors.Is(err, fs.ErrNotExist):
 			return nil, err
 		}
 	}
-	return run(ctx, src, c)
+	return run(ctx, ck, c)
 }
 
-// readConfig reads the config.json at path, refusing a file that is not a
-// regular file (a FIFO would block the read).
-func readConfig(path string) ([]byte, error) {
-	info, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("%w: %s (mode %v)", safetensors.ErrNotRegular, path, info.Mode())
-	}
-	return os.ReadFile(path)
-}
-
-// info is a tensor's name, dtype and shape.
+// info is a tensor's name, dtype and shape, and its size in bytes.
 type info struct {
 	Name  string
 	DType safetensors.DType
 	Shape []uint64
+	size  uint64
 }
 
 // isBuffer reports whether a tensor is one of the buffers that older

@@ -1,6 +1,7 @@
 package check
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"math"
@@ -275,7 +276,7 @@ func TestLargeTensorInParallel(t *testing.T) {
 			tn, err = safetensors.TensorFromFloat32s("x", d, []uint64{uint64(n)}, f32, safetensors.RoundNearestEven)
 			require.NoError(t, err)
 		}
-		fs, _, err := scanValues(t.Context(), []safetensors.Tensor{tn}, DefaultMaxAbs, 4)
+		fs, _, err := scanTensors(t.Context(), []safetensors.Tensor{tn}, DefaultMaxAbs, 4)
 		require.NoError(t, err)
 		require.Len(t, fs, 3, "%v: %v", d, fs)
 		byKind := map[string]Finding{}
@@ -320,6 +321,15 @@ func TestInvalidConfig(t *testing.T) {
 
 type memSource []safetensors.Tensor
 
+// scanTensors runs scanValues on tensors held in memory.
+func scanTensors(ctx context.Context, ts []safetensors.Tensor, maxAbs float64, workers int) ([]Finding, []string, error) {
+	infos := make([]info, len(ts))
+	for i, t := range ts {
+		infos[i] = info{Name: t.Name, DType: t.DType, Shape: t.Shape, size: uint64(len(t.Data))}
+	}
+	return scanValues(ctx, safetensors.AsElementSource(memSourceOf(ts...)), infos, maxAbs, workers)
+}
+
 func memSourceOf(ts ...safetensors.Tensor) memSource { return ts }
 
 func (m memSource) Names() []string {
@@ -330,7 +340,7 @@ func (m memSource) Names() []string {
 	return names
 }
 
-func (m memSource) Tensor(name string) (safetensors.Tensor, error) {
+func (m memSource) TensorContext(_ context.Context, name string) (safetensors.Tensor, error) {
 	for _, t := range m {
 		if t.Name == name {
 			return t, nil
@@ -382,7 +392,7 @@ func TestValueLimits(t *testing.T) {
 						vals[pos] = v
 						tn, err := safetensors.TensorFromFloat32s("x", d, []uint64{uint64(n)}, vals, safetensors.RoundNearestEven)
 						require.NoError(t, err)
-						fs, _, err := scanValues(t.Context(), []safetensors.Tensor{tn}, limit, 0)
+						fs, _, err := scanTensors(t.Context(), []safetensors.Tensor{tn}, limit, 0)
 						require.NoError(t, err)
 						back, _ := tn.Float32s()
 						x := float64(back[pos])

@@ -13,8 +13,8 @@ import (
 )
 
 // chunkBytes is the size of the pieces a tensor's values are checked in,
-// each by one goroutine.
-const chunkBytes = 1 << 20
+// each by one goroutine, and read in one request from a remote source.
+const chunkBytes = 4 << 20
 
 // counts are the value checks' results over a run of elements.
 type counts struct {
@@ -64,57 +64,87 @@ func newLimits(maxAbs float64) limits {
 
 // unit is a run of one tensor's elements.
 type unit struct {
-	t      int // index in the tensors
-	lo, hi int // element range
+	t      int    // index in the tensors
+	lo, hi uint64 // element range
 }
 
-// scanValues checks the values of the float tensors, in parallel over
-// runs of chunkBytes. It returns the findings, and the names of the
-// tensors that hold only infinities as bounds (verdict.IntendedInf), which
-// are not findings. Values beyond maxAbs are reported, none where it is +Inf; at
-// most workers goroutines read (GOMAXPROCS where it is 0). Its error is
-// that of a file truncated while mapped (safetensors.ErrFileChanged), or
-// that of ctx done before the scan (see parallel.Stopped).
-func scanValues(ctx context.Context, tensors []safetensors.Tensor, maxAbs float64, workers int) (out []Finding, bounds []string, err error) {
+// scanValues checks the values of the float tensors of src, whose entries
+// infos gives, in parallel over runs of chunkBytes, each read with
+// TensorElements into a buffer of its goroutine: for a source in memory or
+// mapped, a slice of it, with no copy; for one read through ReadAt (a
+// remote checkpoint), a read of its own, so that at most workers times
+// chunkBytes of values are in memory at once, whatever the model's size.
+// It returns the findings (a tensor that cannot be read is one, of kind
+// KindRead), and the names of the tensors that hold only infinities as
+// bounds (verdict.IntendedInf), which are not findings. Values beyond
+// maxAbs are reported, none where it is +Inf; at most workers goroutines
+// read (GOMAXPROCS where it is 0). Its error is that of a file truncated
+// while mapped (safetensors.ErrFileChanged), or that of ctx done before the
+// scan (see parallel.Stopped).
+func scanValues(ctx context.Context, src safetensors.ElementSource, infos []info, maxAbs float64, workers int) (out []Finding, bounds []string, err error) {
 	lim := newLimits(maxAbs)
 	var units []unit
-	for i, t := range tensors {
+	for i, t := range infos {
 		if !t.DType.HasNaN() {
 			continue // integers, and F4 and F6, which have only finite values
 		}
-		size := t.DType.Bits() / 8
-		n := len(t.Data) / size
+		size := uint64(t.DType.Bits() / 8)
+		n := t.size / size
 		step := chunkBytes / size
-		for lo := 0; lo < n; lo += step {
+		for lo := uint64(0); lo < n; lo += step {
 			units = append(units, unit{i, lo, min(lo+step, n)})
 		}
 	}
 	results := make([]counts, len(units))
+	readErrs := make([]error, len(units))
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
 	workers = max(1, min(workers, len(units)))
 	bufs := make([][]float32, workers)
+	data := make([][]byte, workers)
 	err = parallel.For(ctx, len(units), workers, func(w, k int) error {
 		u := units[k]
-		err := safetensors.GuardFaults(func() error {
-			results[k], bufs[w] = scan(tensors[u.t], u.lo, u.hi, lim, bufs[w])
+		t := infos[u.t]
+		// The memory a source read through ReadAt reads into, grown to
+		// the largest piece; a mapped source gives slices of its own.
+		if need := (u.hi - u.lo) * uint64(t.DType.Bits()/8); uint64(cap(data[w])) < need {
+			data[w] = make([]byte, need)
+		}
+		piece, err := src.TensorElements(ctx, t.Name, u.lo, u.hi, data[w])
+		if err != nil {
+			if parallel.Stopped(ctx) == nil {
+				readErrs[k] = err
+			}
+			return nil
+		}
+		err = safetensors.GuardFaults(func() error {
+			results[k], bufs[w] = scan(piece, u.lo, lim, bufs[w])
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("tensor %q: %w", tensors[u.t].Name, err)
+			return fmt.Errorf("tensor %q: %w", t.Name, err)
 		}
 		return nil
 	})
-	if stopped := parallel.Stopped(ctx); err != nil && stopped != nil {
+	if stopped := parallel.Stopped(ctx); stopped != nil {
 		return nil, nil, fmt.Errorf("check: stopped: %w", stopped)
 	}
 	if err != nil {
 		return nil, nil, err
 	}
 	total := make(map[int]*counts)
+	failed := make(map[int]bool)
 	var order []int
 	for k, u := range units {
+		if failed[u.t] {
+			continue
+		}
+		if readErrs[k] != nil {
+			failed[u.t] = true
+			out = append(out, Finding{Severity: Error, Kind: KindRead, Tensor: infos[u.t].Name, Message: readErrs[k].Error()})
+			continue
+		}
 		c := total[u.t]
 		if c == nil {
 			c = new(counts)
@@ -124,8 +154,12 @@ func scanValues(ctx context.Context, tensors []safetensors.Tensor, maxAbs float6
 		c.merge(results[k])
 	}
 	for _, i := range order {
-		c, t := total[i], tensors[i]
-		if verdict.IntendedInf(t.Name, uint64(len(t.Data)/(t.DType.Bits()/8)), c.nan, c.inf) {
+		if failed[i] {
+			continue
+		}
+		c, t := total[i], infos[i]
+		elems := t.size / uint64(t.DType.Bits()/8)
+		if verdict.IntendedInf(t.Name, elems, c.nan, c.inf) {
 			bounds = append(bounds, t.Name)
 			continue
 		}
@@ -142,7 +176,7 @@ func scanValues(ctx context.Context, tensors []safetensors.Tensor, maxAbs float6
 			out = append(out, f)
 		}
 		if !c.nonzero && c.nan == 0 && !buffer {
-			out = append(out, Finding{Severity: Warning, Kind: KindZero, Tensor: t.Name, Message: fmt.Sprintf("all %d values are zero", len(t.Data)/(t.DType.Bits()/8))})
+			out = append(out, Finding{Severity: Warning, Kind: KindZero, Tensor: t.Name, Message: fmt.Sprintf("all %d values are zero", elems)})
 		}
 	}
 	return out, bounds, nil
@@ -152,16 +186,17 @@ func valueFinding(s Severity, kind, name string, n, first uint64, format string)
 	return Finding{Severity: s, Kind: kind, Tensor: name, Count: n, First: &first, Message: fmt.Sprintf(format, n, first)}
 }
 
-// scan checks elements [lo, hi) of t. The common case, where all values are
+// scan checks the elements of t, a piece of a tensor whose first element
+// is the tensor's element base. The common case, where all values are
 // finite and within the limit, costs one pass that keeps the largest
 // absolute value's bits and the OR of all of them; the elements are looked
 // at one by one only when that pass finds something.
-func scan(t safetensors.Tensor, lo, hi int, lim limits, buf []float32) (counts, []float32) {
+func scan(t safetensors.Tensor, base uint64, lim limits, buf []float32) (counts, []float32) {
 	var c counts
 	le := binary.LittleEndian
 	switch t.DType {
 	case safetensors.F32:
-		b := t.Data[4*lo : 4*hi]
+		b := t.Data
 		// Two elements at a time in a 64-bit word: adding 0x7fffffff - t
 		// to a lane's absolute value sets the lane's top bit when the value
 		// is above t, without carrying into the next lane. t is the limit,
@@ -185,13 +220,13 @@ func scan(t safetensors.Tensor, lo, hi int, lim limits, buf []float32) (counts, 
 		}
 		c.nonzero = or != 0
 		if slow {
-			for k := range hi - lo {
+			for k := range len(b) / 4 {
 				a := le.Uint32(b[4*k:]) & 0x7fffffff
-				c.classify(uint64(lo+k), a > 0x7f800000, a == 0x7f800000, a > lim.f32)
+				c.classify(base+uint64(k), a > 0x7f800000, a == 0x7f800000, a > lim.f32)
 			}
 		}
 	case safetensors.BF16, safetensors.F16:
-		b := t.Data[2*lo : 2*hi]
+		b := t.Data
 		l, inf := lim.bf16, uint16(0x7f80)
 		if t.DType == safetensors.F16 {
 			l, inf = lim.f16, 0x7c00
@@ -215,32 +250,31 @@ func scan(t safetensors.Tensor, lo, hi int, lim limits, buf []float32) (counts, 
 		}
 		c.nonzero = or != 0
 		if slow {
-			for k := range hi - lo {
+			for k := range len(b) / 2 {
 				a := le.Uint16(b[2*k:]) & 0x7fff
-				c.classify(uint64(lo+k), a > inf, a == inf, a > l)
+				c.classify(base+uint64(k), a > inf, a == inf, a > l)
 			}
 		}
 	case safetensors.F64:
-		b := t.Data[8*lo : 8*hi]
+		b := t.Data
 		// The limit, or the largest finite value if that is lower, so that
 		// Inf is looked at when the limit is off (+Inf), as for F32.
 		top := min(lim.f64, 0x7fefffffffffffff)
-		for k := range hi - lo {
+		for k := range len(b) / 8 {
 			a := le.Uint64(b[8*k:]) & 0x7fffffffffffffff
 			c.nonzero = c.nonzero || a != 0
 			if a > top {
-				c.classify(uint64(lo+k), a > 0x7ff0000000000000, a == 0x7ff0000000000000, true)
+				c.classify(base+uint64(k), a > 0x7ff0000000000000, a == 0x7ff0000000000000, true)
 			}
 		}
 	default: // the F8 types, F8_E8M0 included, through float32
-		size := t.DType.Bits() / 8
-		buf, _ = safetensors.Tensor{DType: t.DType, Data: t.Data[size*lo : size*hi]}.AppendFloat32s(buf[:0])
+		buf, _ = t.AppendFloat32s(buf[:0])
 		top := min(lim.f, math.MaxFloat64) // as for F64
 		for k, v := range buf {
 			a := math.Abs(float64(v))
 			c.nonzero = c.nonzero || a != 0
 			if !(a <= top) {
-				c.classify(uint64(lo+k), math.IsNaN(a), math.IsInf(a, 0), true)
+				c.classify(base+uint64(k), math.IsNaN(a), math.IsInf(a, 0), true)
 			}
 		}
 	}

@@ -38,7 +38,7 @@ func (s *hookSource) Names() []string {
 	return names
 }
 
-func (s *hookSource) Tensor(name string) (safetensors.Tensor, error) {
+func (s *hookSource) TensorContext(_ context.Context, name string) (safetensors.Tensor, error) {
 	s.reads.Add(1)
 	if s.hook != nil {
 		s.hook(name)
@@ -55,7 +55,7 @@ func (s *hookSource) Tensor(name string) (safetensors.Tensor, error) {
 // a tensor is compared, bytes or decoded values, stops within the tensor,
 // with an error that wraps context.Canceled and the cause.
 func TestCompareCancelled(t *testing.T) {
-	n := 3 * equalChunk / 4 // elements: three chunks of equal's, of F32
+	n := 3 * diffChunk // elements: three chunks of compareTensor's
 	zeros := make([]float32, n)
 	big := f32(t, "big", []uint64{uint64(n)}, zeros...)
 	cast, err := safetensors.TensorFromFloat32s("cast", safetensors.BF16, []uint64{uint64(n)}, zeros, safetensors.RoundNearestEven)

@@ -1,10 +1,10 @@
-// Package diff compares two sets of tensors (files, sharded checkpoints or
-// model directories): the tensors only in one, those whose dtype or shape
+// Package diff compares two sets of tensors (files, or models as the
+// checkpoint package opens them, on disk or over HTTP): the tensors only in one, those whose dtype or shape
 // differ, and for the others whether their bytes are identical or, if not,
 // the largest absolute and relative differences of their decoded values;
 // and the metadata.
 //
-// [Paths] compares two models given by their paths; [Compare] compares any
+// [Paths] compares two models given by their paths or URLs; [Compare] compares any
 // two [safetensors.TensorSource]s. Both read the common tensors in parallel
 // and stop when their context is done.
 package diff
@@ -15,11 +15,11 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"runtime"
 	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/checkpoint"
 	"github.com/safetensors-go/safetensors/internal/parallel"
 )
 
@@ -111,9 +111,9 @@ func (r *Result) Equal() bool {
 
 // Compare compares the tensors of a and b, and metadata ma and mb, reading
 // the common tensors in parallel (a and b must be safe for concurrent
-// use). A file's metadata is its Reader's Metadata; a sharded checkpoint's
-// is ModelMetadata, not Sharded.Metadata, which is the index's own and
-// holds the checkpoint's bookkeeping.
+// use). A file's metadata is its Reader's Metadata; a checkpoint's is
+// its Metadata, not its IndexMetadata, which holds the checkpoint's
+// bookkeeping.
 //
 // A tensor that cannot be read or decoded is no error: its Tensor.Err says
 // why. Compare returns an error for an invalid option, and when ctx is done
@@ -148,9 +148,15 @@ func compare(ctx context.Context, a, b safetensors.TensorSource, ma, mb map[stri
 	slices.Sort(r.OnlyA)
 	slices.Sort(common)
 	r.Tensors = make([]Tensor, len(common))
-	err := parallel.For(ctx, len(common), c.workers, func(_, i int) error {
+	ea, eb := safetensors.AsElementSource(a), safetensors.AsElementSource(b)
+	workers := c.workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	bufs := make([]buffers, workers)
+	err := parallel.For(ctx, len(common), workers, func(w, i int) error {
 		var err error
-		r.Tensors[i], err = compareTensor(ctx, a, b, common[i])
+		r.Tensors[i], err = compareTensor(ctx, ea, eb, common[i], &bufs[w])
 		return err
 	})
 	if err != nil {
@@ -186,121 +192,128 @@ func union(a, b map[string]string) map[string]bool {
 	return u
 }
 
-// compareTensor compares the tensor name of a and b. What goes wrong with
-// the tensor is said in the result's Err; the error is that of ctx done
-// (ctx.Err()), checked between chunks of the tensors.
-func compareTensor(ctx context.Context, a, b safetensors.TensorSource, name string) (Tensor, error) {
+// compareTensor compares the tensor name of a and b, a chunk of elements
+// at a time, each read with TensorElements into the buffers of the
+// goroutine, so that memory stays flat however large the tensors. What
+// goes wrong with the tensor is said in the result's Err; the error is
+// that of ctx done (context.Cause(ctx)), checked between chunks.
+func compareTensor(ctx context.Context, a, b safetensors.ElementSource, name string, buf *buffers) (Tensor, error) {
 	out := Tensor{Name: name}
-	if err := ctx.Err(); err != nil {
-		return out, err
-	}
-	ta, err := a.Tensor(name)
-	if err != nil {
-		out.Err = err.Error()
-		return out, nil
-	}
-	tb, err := b.Tensor(name)
-	if err != nil {
-		out.Err = err.Error()
-		return out, nil
-	}
-	out.DTypeA, out.DTypeB, out.ShapeA, out.ShapeB = ta.DType, tb.DType, ta.Shape, tb.Shape
-	sameShape := slices.Equal(ta.Shape, tb.Shape)
-	same := false
-	if ta.DType == tb.DType && sameShape {
-		// A file truncated while mapped gives an error, not SIGBUS.
-		var stopped error
-		err := safetensors.GuardFaults(func() error {
-			same, stopped = equal(ctx, ta.Data, tb.Data)
-			return nil
-		})
-		if stopped != nil {
+	fail := func(err error) (Tensor, error) {
+		if stopped := parallel.Stopped(ctx); stopped != nil {
 			return out, stopped
 		}
-		if err != nil {
-			out.Err = err.Error()
-			return out, nil
-		}
-	}
-	if same {
-		out.Identical = true
+		out.Err = err.Error()
 		return out, nil
 	}
-	if !sameShape {
+	if err := parallel.Stopped(ctx); err != nil {
+		return out, err
+	}
+	ia, err := a.Info(name)
+	if err != nil {
+		return fail(err)
+	}
+	ib, err := b.Info(name)
+	if err != nil {
+		return fail(err)
+	}
+	out.DTypeA, out.DTypeB, out.ShapeA, out.ShapeB = ia.DType, ib.DType, ia.Shape, ib.Shape
+	if !slices.Equal(ia.Shape, ib.Shape) {
 		return out, nil
 	}
-	// Compare in chunks, so that memory stays flat however large the
-	// tensors.
-	n := uint64(1)
-	for _, d := range ta.Shape {
-		n *= d // the tensors hold these elements, so this cannot overflow
-	}
-	var va, vb []float64
-	var tmp []float32
-	for lo := uint64(0); lo < n; lo += diffChunk {
-		if err := ctx.Err(); err != nil {
+	sameDType := ia.DType == ib.DType
+	n := elements(ia)
+	step := uint64(diffChunk)
+	identical := sameDType
+	for lo := uint64(0); lo < n; lo += step {
+		if err := parallel.Stopped(ctx); err != nil {
 			return out, err
 		}
-		hi := min(lo+diffChunk, n)
-		ca, err := ta.Elements(lo, hi)
-		if err == nil {
-			va, tmp, err = decode(ca, va[:0], tmp)
-		}
+		hi := min(lo+step, n)
+		buf.a = grow(buf.a, (hi-lo)*uint64(ia.DType.Bits())/8)
+		buf.b = grow(buf.b, (hi-lo)*uint64(ib.DType.Bits())/8)
+		ca, err := a.TensorElements(ctx, name, lo, hi, buf.a)
 		if err != nil {
-			out.Err = err.Error()
-			return out, nil
+			return fail(err)
 		}
-		cb, err := tb.Elements(lo, hi)
-		if err == nil {
-			vb, tmp, err = decode(cb, vb[:0], tmp)
-		}
+		cb, err := b.TensorElements(ctx, name, lo, hi, buf.b)
 		if err != nil {
-			out.Err = err.Error()
-			return out, nil
+			return fail(err)
 		}
-		for i := range va {
-			x, y := va[i], vb[i]
-			if x == y || math.IsNaN(x) && math.IsNaN(y) {
-				continue
+		// A file truncated while mapped gives an error, not SIGBUS.
+		err = safetensors.GuardFaults(func() error {
+			if sameDType && bytes.Equal(ca.Data, cb.Data) {
+				return nil
 			}
-			out.Differing++
-			d := math.Abs(x - y)
-			if math.IsNaN(d) {
-				d = math.Inf(1)
+			identical = false
+			var err error
+			if buf.va, buf.tmp, err = decode(ca, buf.va[:0], buf.tmp); err != nil {
+				return err
 			}
-			out.MaxAbs = max(out.MaxAbs, d)
-			out.MaxRel = max(out.MaxRel, d/max(math.Abs(x), math.Abs(y)))
+			if buf.vb, buf.tmp, err = decode(cb, buf.vb[:0], buf.tmp); err != nil {
+				return err
+			}
+			for i := range buf.va {
+				x, y := buf.va[i], buf.vb[i]
+				if x == y || math.IsNaN(x) && math.IsNaN(y) {
+					continue
+				}
+				out.Differing++
+				d := math.Abs(x - y)
+				if math.IsNaN(d) {
+					d = math.Inf(1)
+				}
+				out.MaxAbs = max(out.MaxAbs, d)
+				out.MaxRel = max(out.MaxRel, d/max(math.Abs(x), math.Abs(y)))
+			}
+			return nil
+		})
+		if err != nil {
+			out.Differing, out.MaxAbs, out.MaxRel = 0, 0, 0
+			return fail(err)
 		}
+	}
+	if identical {
+		out.Identical = true
+		return out, nil
 	}
 	out.Compared = true
 	return out, nil
 }
 
-// equalChunk is how many bytes of two tensors equal compares between looks
-// at the context.
-const equalChunk = 16 << 20
-
-// equal reports whether a and b hold the same bytes, compared equalChunk
-// at a time; its error is ctx.Err() once ctx is done.
-func equal(ctx context.Context, a, b []byte) (bool, error) {
-	if len(a) != len(b) {
-		return false, nil
+// elements returns the number of elements of the tensor t describes,
+// counted from its bytes.
+func elements(t safetensors.TensorInfo) uint64 {
+	size, bits := t.DataOffsets[1]-t.DataOffsets[0], uint64(t.DType.Bits())
+	if bits == 0 {
+		return 0
 	}
-	for lo := 0; lo < len(a); lo += equalChunk {
-		if err := ctx.Err(); err != nil {
-			return false, err
-		}
-		hi := min(lo+equalChunk, len(a))
-		if !bytes.Equal(a[lo:hi], b[lo:hi]) {
-			return false, nil
-		}
-	}
-	return true, nil
+	return size/bits*8 + size%bits*8/bits
 }
 
-// diffChunk is how many elements of each tensor are decoded at a time: a
-// multiple of 4, so that chunks of the packed dtypes fall on whole bytes.
-const diffChunk = 1 << 16
+// grow returns b, or a new buffer if b cannot hold n bytes: what a source
+// read through ReadAt reads a chunk into (a mapped one gives slices of its
+// memory instead).
+func grow(b []byte, n uint64) []byte {
+	if uint64(cap(b)) >= n {
+		return b
+	}
+	return make([]byte, n)
+}
+
+// buffers are the memory one goroutine compares tensors with, reused from
+// chunk to chunk and tensor to tensor.
+type buffers struct {
+	a, b   []byte
+	va, vb []float64
+	tmp    []float32
+}
+
+// diffChunk is how many elements of each tensor are read and compared at
+// a time: 2 MiB of F32, a multiple of 8, so that chunks of the packed
+// dtypes fall on whole bytes. A goroutine's memory is a few times that,
+// whatever the tensors' sizes.
+const diffChunk = 1 << 19
 
 // decode appends a tensor's values to dst as float64: F64 exactly, the
 // others as Tensor.AppendFloat32s decodes them, through tmp, which it
@@ -320,141 +333,28 @@ func decode(t safetensors.Tensor, dst []float64, tmp []float32) ([]float64, []fl
 	return dst, tmp, nil
 }
 
-// Paths compares the tensors at paths a and b, each any input that
-// safetensors.OpenModel takes: a safetensors file, a sharded checkpoint's
-// index, or a model directory (a Hugging Face cache snapshot too). The
-// metadata compared is a file's header metadata, or a checkpoint's
-// ModelMetadata, so that a sharded checkpoint and a single file of the
-// same tensors and metadata are equal. Its errors are those of OpenModel
-// and of Compare.
+// Paths compares the models at a and b, each any input that the
+// checkpoint package's Open takes: a safetensors file, a sharded
+// checkpoint's index, a folder of any library's layout, a model of several
+// parts (whose tensors are named behind each part's name), a snapshot of
+// the Hugging Face cache, or a URL of any of these. The metadata compared
+// is each checkpoint's Metadata, so that a sharded checkpoint and a single
+// file of the same tensors and metadata are equal. Its errors are those of
+// Open and of Compare.
 func Paths(ctx context.Context, a, b string, opts ...Option) (*Result, error) {
 	c, err := newSettings(opts)
 	if err != nil {
 		return nil, err
 	}
-	sa, ma, err := open(a)
+	sa, err := checkpoint.Open(ctx, a)
 	if err != nil {
 		return nil, err
 	}
 	defer sa.Close()
-	sb, mb, err := open(b)
+	sb, err := checkpoint.Open(ctx, b)
 	if err != nil {
 		return nil, err
 	}
 	defer sb.Close()
-	return compare(ctx, sa, sb, ma, mb, c)
-}
-
-// open opens the model at path, and returns its metadata.
-func open(path string) (*safetensors.Model, map[string]string, error) {
-	m, err := safetensors.OpenModel(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	return m, ModelMetadata(m.Sharded), nil
-}
-
-// indexBookkeeping lists the keys of an index's metadata that describe the
-// checkpoint rather than the model: the Hugging Face libraries write
-// total_size (the tensors' bytes) and transformers total_parameters.
-var indexBookkeeping = []string{"total_parameters", "total_size"}
-
-// ModelMetadata returns the metadata of the model that s holds, as Compare
-// takes it: the metadata of its shards' headers, such as {"format": "pt"},
-// which the Hugging Face libraries write into every shard, together with
-// the index's own metadata less its bookkeeping of the checkpoint
-// (total_size and total_parameters, which a single file of the same
-// tensors does not have). For a single file opened with OpenIndex, it is
-// the file's metadata. A key on which the shards, or the shards and the
-// index, disagree, or that only some shards have, gets a value that says
-// so and gives each one's value, such as
-//
-//	differs within the checkpoint: model-00001-of-00002.safetensors "pt", model-00002-of-00002.safetensors none
-//
-// so that the model compares unequal to any single file. It is nil when
-// there is no such metadata.
-func ModelMetadata(s *safetensors.Sharded) map[string]string {
-	shards := s.Shards()
-	metas := make([]map[string]string, 0, len(shards)+1)
-	names := make([]string, 0, len(shards)+1)
-	keys := map[string]bool{}
-	for _, shard := range shards {
-		h, err := s.Header(shard)
-		if err != nil {
-			continue // cannot happen: shard is one of Shards()
-		}
-		metas = append(metas, h.Metadata)
-		names = append(names, shard)
-		for k := range h.Metadata {
-			keys[k] = true
-		}
-	}
-	nShards := len(metas)
-	index := s.Metadata()
-	for _, k := range indexBookkeeping {
-		// A single file's own key of that name stays: its shard gives it.
-		delete(index, k)
-	}
-	if len(index) > 0 {
-		metas = append(metas, index)
-		names = append(names, "the index")
-		for k := range index {
-			keys[k] = true
-		}
-	}
-	if len(keys) == 0 {
-		return nil
-	}
-	out := make(map[string]string, len(keys))
-	for k := range keys {
-		// The value of the first source that has the key; the shards
-		// must all have it, the index need not.
-		inShards := anyHas(metas[:nShards], k)
-		v, agree, seen := "", true, false
-		for i, m := range metas {
-			mv, ok := m[k]
-			switch {
-			case !ok && i < nShards && inShards:
-				agree = false
-			case !ok:
-			case !seen:
-				v, seen = mv, true
-			case mv != v:
-				agree = false
-			}
-		}
-		if agree {
-			out[k] = v
-			continue
-		}
-		var b strings.Builder
-		b.WriteString("differs within the checkpoint:")
-		for i, m := range metas {
-			mv, ok := m[k]
-			if !ok && i >= nShards {
-				continue
-			}
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			b.WriteString(" " + names[i] + " ")
-			if ok {
-				b.WriteString(strconv.Quote(mv))
-			} else {
-				b.WriteString("none")
-			}
-		}
-		out[k] = b.String()
-	}
-	return out
-}
-
-// anyHas reports whether one of the maps has the key.
-func anyHas(metas []map[string]string, key string) bool {
-	for _, m := range metas {
-		if _, ok := m[key]; ok {
-			return true
-		}
-	}
-	return false
+	return compare(ctx, sa, sb, sa.Metadata(), sb.Metadata(), c)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/checkpoint"
 )
 
 func f32(t *testing.T, name string, shape []uint64, vals ...float32) safetensors.Tensor {
@@ -86,7 +87,7 @@ func TestShardedAgainstFile(t *testing.T) {
 	ts := []safetensors.Tensor{f32(t, "a", []uint64{300}, make([]float32, 300)...), f32(t, "b", []uint64{300}, make([]float32, 300)...)}
 	meta := map[string]string{"format": "pt"}
 	dir := t.TempDir()
-	require.NoError(t, safetensors.WriteSharded(dir, "model", ts, 1500, meta))
+	require.NoError(t, checkpoint.Write(dir, ts, checkpoint.MaxShardSize(1500), checkpoint.FileMetadata(meta)))
 	index := filepath.Join(dir, "model.safetensors.index.json")
 	data, err := os.ReadFile(index)
 	require.NoError(t, err)
@@ -112,9 +113,10 @@ func TestShardedAgainstFile(t *testing.T) {
 	assert.Equal(t, []Metadata{{Key: "format", A: &pt, B: &np}, {Key: "k", B: &v}}, r.Metadata)
 }
 
-// TestModelMetadata gives a checkpoint's metadata from its shards and its
-// index: the index's bookkeeping is left out, its other keys are kept, and
-// a key on which the shards disagree makes the model differ from a file.
+// TestModelMetadata: a checkpoint's Metadata, which Paths compares, comes
+// from its shards and its index: the index's bookkeeping is left out, its
+// other keys are kept, and a key on which the shards disagree makes the
+// model differ from a file.
 func TestModelMetadata(t *testing.T) {
 	dir := t.TempDir()
 	a, b := f32(t, "a", []uint64{1}, 1), f32(t, "b", []uint64{1}, 2)
@@ -123,15 +125,15 @@ func TestModelMetadata(t *testing.T) {
 	index := filepath.Join(dir, "model.safetensors.index.json")
 	require.NoError(t, os.WriteFile(index, []byte(`{"metadata": {"total_size": 8, "total_parameters": 2, "license": "mit"},
 		"weight_map": {"a": "s1.safetensors", "b": "s2.safetensors"}}`), 0o644))
-	sh, err := safetensors.OpenIndex(index)
+	sh, err := checkpoint.Open(t.Context(), index)
 	require.NoError(t, err)
 	defer sh.Close()
-	assert.Equal(t, map[string]string{"total_size": "8", "total_parameters": "2", "license": "mit"}, sh.Metadata(), "Sharded.Metadata is the index's")
+	assert.Equal(t, map[string]string{"total_size": "8", "total_parameters": "2", "license": "mit"}, sh.IndexMetadata(), "IndexMetadata is the index's")
 	assert.Equal(t, map[string]string{
 		"format":  "pt",
 		"license": "mit",
 		"x":       `differs within the checkpoint: s1.safetensors "1", s2.safetensors "2"`,
-	}, ModelMetadata(sh))
+	}, sh.Metadata())
 
 	file := write(t, []safetensors.Tensor{a, b}, map[string]string{"format": "pt", "x": "1", "license": "mit"})
 	r, err := Paths(t.Context(), index, file)
@@ -142,17 +144,17 @@ func TestModelMetadata(t *testing.T) {
 
 	// A single file keeps every key of its own, total_size included.
 	single := write(t, []safetensors.Tensor{a}, map[string]string{"total_size": "4"})
-	sf, err := safetensors.OpenIndex(single)
+	sf, err := checkpoint.Open(t.Context(), single)
 	require.NoError(t, err)
 	defer sf.Close()
-	assert.Equal(t, map[string]string{"total_size": "4"}, ModelMetadata(sf))
+	assert.Equal(t, map[string]string{"total_size": "4"}, sf.Metadata())
 
 	// No metadata anywhere: nil.
 	bare := write(t, []safetensors.Tensor{a}, nil)
-	sb, err := safetensors.OpenIndex(bare)
+	sb, err := checkpoint.Open(t.Context(), bare)
 	require.NoError(t, err)
 	defer sb.Close()
-	assert.Nil(t, ModelMetadata(sb))
+	assert.Nil(t, sb.Metadata())
 }
 
 // TestChunks compares tensors larger than a chunk: differences in every

@@ -5,8 +5,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/checkpoint"
 	"github.com/safetensors-go/safetensors/diff"
 )
 
@@ -57,10 +59,10 @@ func ExampleCompare() {
 	// equal: false
 }
 
-// ModelMetadata gives a sharded checkpoint's metadata as a single file of
-// the same model has it: its shards', without the index's total_size and
-// total_parameters.
-func ExampleModelMetadata() {
+// Paths compares a sharded checkpoint's metadata as a single file of the
+// same model has it: the checkpoint's Metadata, its shards', without the
+// index's total_size and total_parameters, which IndexMetadata holds.
+func Example_checkpointMetadata() {
 	dir, err := os.MkdirTemp("", "model")
 	if err != nil {
 		panic(err)
@@ -71,17 +73,28 @@ func ExampleModelMetadata() {
 		tensors = append(tensors, safetensors.Tensor{Name: name, DType: safetensors.U8, Shape: []uint64{4}, Data: []byte{1, 2, 3, 4}})
 	}
 	// Shards of at most 4 bytes: two shards and an index.
-	if err := safetensors.WriteSharded(dir, "model", tensors, 4, map[string]string{"format": "pt"}); err != nil {
+	if err := checkpoint.Write(dir, tensors, checkpoint.MaxShardSize(4), checkpoint.FileMetadata(map[string]string{"format": "pt"})); err != nil {
 		panic(err)
 	}
-	sh, err := safetensors.OpenIndex(dir)
+	sh, err := checkpoint.Open(context.Background(), dir)
 	if err != nil {
 		panic(err)
 	}
 	defer sh.Close()
-	fmt.Println("index:", sh.Metadata())
-	fmt.Println("model:", diff.ModelMetadata(sh))
+	fmt.Println("index:", sh.IndexMetadata())
+	fmt.Println("model:", sh.Metadata())
+	// A single file of the same tensors and metadata is the same model.
+	file := filepath.Join(dir, "single.safetensors")
+	if err := safetensors.WriteFile(file, tensors, map[string]string{"format": "pt"}); err != nil {
+		panic(err)
+	}
+	r, err := diff.Paths(context.Background(), filepath.Join(dir, "model.safetensors.index.json"), file)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("equal:", r.Equal())
 	// Output:
 	// index: map[total_parameters:8 total_size:8]
 	// model: map[format:pt]
+	// equal: true
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/checkpoint"
 	"github.com/safetensors-go/safetensors/dataset"
 )
 
@@ -262,7 +263,7 @@ type splitSpec struct {
 
 // TestShardsAsHub splits random tensor lists with huggingface_hub's
 // split_state_dict_into_shards_factory (each tensor's size its nbytes, as
-// transformers counts storage) and with CreateSharded and WriteSharded: the
+// transformers counts storage) and with checkpoint.Create and Write: the
 // same shard files, each tensor in the same one, the same total size.
 func TestShardsAsHub(t *testing.T) {
 	need(t, "INTEROP_PYTHON", "the Python environment")
@@ -326,9 +327,9 @@ func TestShardsAsHub(t *testing.T) {
 		c := cases[i]
 		msg := fmt.Sprintf("case %d (INTEROP_SEED=%d): %d tensors, max_shard_size %d", i, s, len(c.Tensors), c.MaxShardSize)
 		dir := t.TempDir()
-		w, err := safetensors.CreateSharded(dir, c.Base, specs[i], c.MaxShardSize, nil)
+		w, err := checkpoint.Create(dir, specs[i], checkpoint.BaseName(c.Base), checkpoint.MaxShardSize(c.MaxShardSize))
 		require.NoError(t, err, msg)
-		files := w.Shards()
+		files := w.Files()
 		if files == nil {
 			files = []string{}
 		}
@@ -339,7 +340,7 @@ func TestShardsAsHub(t *testing.T) {
 		assert.Equal(t, want, files, msg)
 		where := map[string]string{}
 		for _, sp := range specs[i] {
-			f, err := w.Shard(sp.Name)
+			f, err := w.File(sp.Name)
 			require.NoError(t, err)
 			where[sp.Name] = f
 		}
@@ -355,18 +356,18 @@ func TestShardsAsHub(t *testing.T) {
 			continue
 		}
 
-		// Written for real by WriteSharded: the index says the same.
+		// Written for real by checkpoint.Write: the index says the same.
 		written++
 		tensors := make([]safetensors.Tensor, len(specs[i]))
 		for j, sp := range specs[i] {
 			tensors[j] = safetensors.Tensor{Name: sp.Name, DType: sp.DType, Shape: sp.Shape, Data: make([]byte, c.Tensors[j].Bytes)}
 		}
 		dir = t.TempDir()
-		require.NoError(t, safetensors.WriteSharded(dir, c.Base, tensors, c.MaxShardSize, nil), msg)
-		raw, err := os.ReadFile(filepath.Join(dir, c.Base+safetensors.IndexSuffix))
+		require.NoError(t, checkpoint.Write(dir, tensors, checkpoint.BaseName(c.Base), checkpoint.MaxShardSize(c.MaxShardSize)), msg)
+		raw, err := os.ReadFile(filepath.Join(dir, c.Base+".safetensors.index.json"))
 		if len(hub.Filenames) == 0 {
 			// No tensors: huggingface_hub gives no shard and says it is
-			// not sharded, so its savers write nothing; WriteSharded
+			// not sharded, so its savers write nothing; checkpoint.Write
 			// writes an index that lists no tensor.
 			continue
 		}

@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/checkpoint"
 	"github.com/safetensors-go/safetensors/internal/atomicfile"
 	"github.com/safetensors-go/safetensors/internal/parallel"
 	"github.com/safetensors-go/safetensors/internal/pyjson"
@@ -81,7 +82,7 @@ func isHead(module string) bool {
 // the top of the directory (tokenizer, generation config, ...) are copied,
 // through symbolic links, while subdirectories and special files are not.
 //
-// src is any input of safetensors.OpenModel: a model directory
+// src is any input of the checkpoint package's Open on disk: a model directory
 // (model.safetensors, a sharded checkpoint with its index, or one other
 // safetensors file, beside config.json; a Hugging Face cache snapshot
 // too), a sharded checkpoint's index, or a single safetensors file; the
@@ -102,7 +103,7 @@ func WriteModel(ctx context.Context, src, dst string, s Strategy) (*Summary, err
 	if err != nil {
 		return nil, err
 	}
-	dir, files, index, err := modelFiles(src)
+	dir, files, index, err := modelFiles(ctx, src)
 	if err != nil {
 		return nil, err
 	}
@@ -176,18 +177,18 @@ func WriteModel(ctx context.Context, src, dst string, s Strategy) (*Summary, err
 }
 
 // modelFiles returns the directory of the model at src (any input of
-// safetensors.OpenModel), its safetensors files and the name of its index,
-// if it is sharded.
-func modelFiles(src string) (dir string, files []string, index string, err error) {
-	m, err := safetensors.OpenModel(src)
+// checkpoint.Open on disk), its safetensors files and the name of its
+// index, if it is sharded.
+func modelFiles(ctx context.Context, src string) (dir string, files []string, index string, err error) {
+	m, err := checkpoint.Open(ctx, src)
 	if err != nil {
 		return "", nil, "", err
 	}
 	defer m.Close()
-	if m.IsSharded() {
-		index = filepath.Base(m.File())
+	if m.Parts() != nil {
+		return "", nil, "", fmt.Errorf("%w: %s is a model of several parts: quantize each part's folder", ErrUnsupported, src)
 	}
-	return filepath.Dir(m.File()), m.Shards(), index, nil
+	return m.Dir(), m.Files(), m.Index(), nil
 }
 
 // isFile reports whether path is a regular file, following links.

@@ -61,7 +61,7 @@ func TestCompressWeightCancelled(t *testing.T) {
 }
 
 // TestModelFilesOrder: model.safetensors wins over an index, as in
-// transformers and safetensors.OpenIndex; links to files are copied.
+// transformers and checkpoint.Open; links to files are copied.
 func TestModelFilesOrder(t *testing.T) {
 	src := t.TempDir()
 	writeLinear(t, filepath.Join(src, "model.safetensors"))

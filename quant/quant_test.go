@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/checkpoint"
 )
 
 func TestQuantize(t *testing.T) {
@@ -221,11 +222,11 @@ func TestWriteModelSharded(t *testing.T) {
 	src, dst := filepath.Join(t.TempDir(), "src"), filepath.Join(t.TempDir(), "dst")
 	tensors := tinyModel(t, src)
 	require.NoError(t, os.Remove(filepath.Join(src, "model.safetensors")))
-	require.NoError(t, safetensors.WriteSharded(src, "model", tensors, 1500, nil))
+	require.NoError(t, checkpoint.Write(src, tensors, checkpoint.MaxShardSize(1500)))
 	sum, err := WriteModel(t.Context(), src, dst, PerTensor)
 	require.NoError(t, err)
 	assert.Greater(t, len(sum.Files), 1)
-	sh, err := safetensors.OpenIndex(dst)
+	sh, err := checkpoint.Open(t.Context(), dst)
 	require.NoError(t, err, "the index lists every tensor with the right total size")
 	defer sh.Close()
 	assert.Len(t, sh.Names(), len(tensors)+8)

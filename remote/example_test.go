@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/checkpoint"
+	"github.com/safetensors-go/safetensors/load"
 	"github.com/safetensors-go/safetensors/remote"
 )
 
@@ -54,9 +56,9 @@ func ExampleOpen() {
 	// [1 2 3 4]
 }
 
-// Stat gives a File, an io.ReaderAt, to pass to safetensors.NewReaderAt
+// OpenFile gives a File, an io.ReaderAt, to pass to safetensors.NewReaderAt
 // with options, and to count the requests.
-func ExampleStat() {
+func ExampleOpenFile() {
 	var file bytes.Buffer
 	if err := safetensors.Write(&file, []safetensors.Tensor{{Name: "x", DType: safetensors.U8, Shape: []uint64{1}, Data: []byte{7}}}, nil); err != nil {
 		log.Fatal(err)
@@ -64,7 +66,7 @@ func ExampleStat() {
 	srv := serveFile(file.Bytes())
 	defer srv.Close()
 
-	f, err := remote.Stat(context.Background(), srv.Client(), srv.URL)
+	f, err := remote.OpenFile(context.Background(), srv.Client(), srv.URL)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -111,11 +113,12 @@ func ExampleHeader() {
 	// true
 }
 
-// OpenIndex opens a model by its base URL, as transformers finds it, and a
-// safetensors.Loader reads its tensors with parallel range requests,
-// handing each over as it arrives. A local server stands for the Hugging
-// Face Hub, whose base URLs are https://huggingface.co/{repo}/resolve/{revision}.
-func ExampleOpenIndex() {
+// The checkpoint package's Open opens a model by its base URL, as
+// transformers finds it, through this package, and a load package Loader
+// reads its tensors with parallel range requests, handing each over as it
+// arrives. A local server stands for the Hugging Face Hub, whose base URLs
+// are https://huggingface.co/{repo}/resolve/{revision}.
+func Example_checkpoint() {
 	dir, err := os.MkdirTemp("", "model")
 	if err != nil {
 		log.Fatal(err)
@@ -126,20 +129,20 @@ func ExampleOpenIndex() {
 		data := bytes.Repeat([]byte{byte(i)}, 1000)
 		tensors = append(tensors, safetensors.Tensor{Name: fmt.Sprintf("layers.%d.weight", i), DType: safetensors.U8, Shape: []uint64{1000}, Data: data})
 	}
-	if err := safetensors.WriteSharded(dir, "model", tensors, 2000, nil); err != nil {
+	if err := checkpoint.Write(dir, tensors, checkpoint.MaxShardSize(2000)); err != nil {
 		log.Fatal(err)
 	}
 	hub := httptest.NewServer(http.StripPrefix("/org/model/resolve/main", http.FileServer(http.Dir(dir))))
 	defer hub.Close()
 
-	ckpt, err := remote.OpenIndex(context.Background(), nil, hub.URL+"/org/model/resolve/main")
+	ckpt, err := checkpoint.Open(context.Background(), hub.URL+"/org/model/resolve/main")
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer ckpt.Close()
-	fmt.Println(ckpt.Shards())
+	fmt.Println(ckpt.Files())
 	var total int
-	loader := &safetensors.Loader{Concurrency: 8}
+	loader := &load.Loader{Concurrency: 8}
 	for t, err := range loader.Load(context.Background(), ckpt) {
 		if err != nil {
 			log.Fatal(err)
@@ -173,7 +176,7 @@ func ExampleRetries() {
 
 	ctx := context.Background()
 	opts := []remote.Option{remote.Retries(2), remote.StallTimeout(10 * time.Second)}
-	f, err := remote.Stat(ctx, srv.Client(), srv.URL, opts...)
+	f, err := remote.OpenFile(ctx, srv.Client(), srv.URL, opts...)
 	if err != nil {
 		log.Fatal(err)
 	}

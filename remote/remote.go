@@ -34,16 +34,19 @@
 // reset connection or a stall are retried a bounded number of times with
 // exponential backoff; see [Retries].
 //
-// # Loading
+// # Models
 //
-// [OpenIndex] opens a checkpoint, as safetensors.OpenIndex does one on
-// disk, reading its shards' headers in parallel. A safetensors.Loader then
-// loads its tensors at the network's speed: it reads them with several
-// range requests at once, in chunks, into memory it bounds and reuses (or
-// the caller's), and hands each tensor over as soon as it has arrived:
+// The checkpoint package opens a model over HTTP as it opens one on disk,
+// through this package: a file's URL, an index's, or the base URL of a
+// model's folder or repository revision, in every library's layout. A
+// load package Loader then loads its tensors at the network's speed: it
+// reads them with several range requests at once, in chunks, into memory
+// it bounds and reuses (or the caller's), hands each tensor over as soon
+// as it has arrived, and aborts the requests in flight when its context is
+// done (a File is a safetensors.ReaderAtContext):
 //
-//	ckpt, err := remote.OpenIndex(ctx, nil, "https://huggingface.co/org/model/resolve/main")
-//	loader := &safetensors.Loader{Concurrency: 16, MemoryLimit: 1 << 30}
+//	ckpt, err := checkpoint.Open(ctx, "https://huggingface.co/org/model/resolve/main")
+//	loader := &load.Loader{Concurrency: 16, MemoryLimit: 1 << 30}
 //	for t, err := range loader.Load(ctx, ckpt) {
 //		// t.Data is valid until the next iteration
 //	}
@@ -57,9 +60,10 @@
 // such as https://huggingface.co/openai-community/gpt2/resolve/main/model.safetensors,
 // where {revision} is a branch, a tag or a commit hash (pin a commit hash to
 // read the same bytes tomorrow). The Hub redirects to a content delivery
-// network; the client follows. [OpenIndex] of
-// https://huggingface.co/{repo}/resolve/{revision} opens the model as
-// transformers does: model.safetensors, else model.safetensors.index.json.
+// network; the client follows. The checkpoint package's Open of
+// https://huggingface.co/{repo}/resolve/{revision} opens the model as its
+// library does: model.safetensors, else model.safetensors.index.json, and
+// so on.
 // Gated and private repositories want a token (HF_TOKEN in the Hugging Face
 // tools), sent with [Header]:
 //
@@ -78,6 +82,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -126,9 +131,9 @@ const (
 	MaxRetryAfter = 30 * time.Second
 )
 
-// An Option changes how a File, a Reader or a checkpoint is read: [Open],
-// [OpenIndex] and [Stat] take them all, except that Stat, which makes no
-// Reader, ignores [ReadOptions].
+// An Option changes how a File or a Reader is read: [Open], [OpenFile]
+// and [ReadFile] take them all, except that OpenFile and ReadFile, which
+// make no Reader, ignore [ReadOptions].
 type Option func(*config) error
 
 type config struct {
@@ -190,8 +195,8 @@ func Retries(n int) Option {
 }
 
 // ReadOptions returns an option that passes options to the
-// safetensors.NewReaderAt that Open and OpenIndex call, such as
-// safetensors.Strict(). Stat ignores it.
+// safetensors.NewReaderAt that Open calls, such as safetensors.Strict().
+// OpenFile and ReadFile ignore it.
 func ReadOptions(opts ...safetensors.ReadOption) Option {
 	return func(c *config) error {
 		c.readOpts = append(c.readOpts, opts...)
@@ -248,7 +253,7 @@ type object struct {
 	requests atomic.Int64
 }
 
-// Stat returns a File that reads the object at url, after one
+// OpenFile returns a File that reads the object at url, after one
 // ranged GET of its first 64 KiB, which gives its size (from
 // Content-Range), its version (ETag, Last-Modified) and the bytes that hold
 // the header of most safetensors files, kept so that reading them again
@@ -258,8 +263,10 @@ type object struct {
 // File's later reads past those bytes fail with ErrNoRange. A nil client
 // means DefaultClient.
 //
-// ctx governs the File's later reads too: they fail once it is done.
-func Stat(ctx context.Context, client *http.Client, url string, opts ...Option) (*File, error) {
+// ctx governs the File's later reads too: they fail once it is done; a
+// read under another context is ReadAtContext's. An object that the server
+// does not have (404 Not Found) gives an error wrapping fs.ErrNotExist.
+func OpenFile(ctx context.Context, client *http.Client, url string, opts ...Option) (*File, error) {
 	cfg, err := newConfig(opts)
 	if err != nil {
 		return nil, err
@@ -277,13 +284,15 @@ func Stat(ctx context.Context, client *http.Client, url string, opts ...Option) 
 // Open reads and validates the header of the safetensors file at url, as
 // safetensors.NewReaderAt does, with one range request (two for a header
 // longer than 64 KiB), and returns a Reader that fetches each tensor with
-// one more range request when it is asked for; see Stat. A nil client
-// means DefaultClient.
+// one more range request when it is asked for; see OpenFile. A nil client
+// means DefaultClient. To open a model (a sharded checkpoint, a folder of
+// any library's layout) over HTTP, use the checkpoint package's Open.
 //
-// ctx governs the Reader's later reads too: they fail once it is done.
-// Pass the options of safetensors.NewReaderAt with ReadOptions.
+// ctx governs the Reader's later reads too: they fail once it is done;
+// Reader.TensorContext reads under another context. Pass the options of
+// safetensors.NewReaderAt with ReadOptions.
 func Open(ctx context.Context, client *http.Client, url string, opts ...Option) (*safetensors.Reader, error) {
-	f, err := Stat(ctx, client, url, opts...)
+	f, err := OpenFile(ctx, client, url, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -319,12 +328,20 @@ func (f *File) Version() string {
 }
 
 // Ranged reports whether the server honours Range requests. If not, only
-// the first bytes that Stat read can be read.
+// the first bytes that OpenFile read can be read.
 func (f *File) Ranged() bool { return f.ranged }
 
 // Requests returns the number of HTTP requests made so far, the first and
 // retries included.
 func (f *File) Requests() int64 { return f.requests.Load() }
+
+// ReadAtContext is ReadAt under ctx rather than the File's own context:
+// ctx's end aborts the request in flight. It makes a File a
+// safetensors.ReaderAtContext, which Reader.TensorContext and the load
+// package's Loader read through.
+func (f *File) ReadAtContext(ctx context.Context, p []byte, off int64) (int, error) {
+	return f.WithContext(ctx).ReadAt(p, off)
+}
 
 // ReadAt implements io.ReaderAt with one range request, or none for the
 // bytes the first request brought. It retries as Retries says, and fails
@@ -354,3 +371,56 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 	}
 	return len(p), nil
 }
+
+// ReadFile GETs the whole object at url, of at most limit bytes, such as a
+// model's config.json or a checkpoint's index, with the retries, stall
+// timeout and headers of the options, and returns its bytes. An object
+// that the server does not have (404 Not Found) gives an error wrapping
+// fs.ErrNotExist; a larger one an error, without reading more than limit
+// bytes and one. A nil client means DefaultClient.
+func ReadFile(ctx context.Context, client *http.Client, url string, limit int64, opts ...Option) ([]byte, error) {
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	if client == nil {
+		client = DefaultClient
+	}
+	o := &object{client: client, url: url, cfg: cfg}
+	var data []byte
+	err = o.withRetries(ctx, func() error {
+		what := "GET " + url
+		x, err := o.send(ctx, 0, -1, what)
+		if err != nil {
+			return err
+		}
+		defer x.close()
+		switch code := x.resp.StatusCode; {
+		case code != http.StatusOK:
+			return x.statusError()
+		case x.resp.ContentLength > limit:
+			return fmt.Errorf("safetensors: %s: %d bytes, more than %d", what, x.resp.ContentLength, limit)
+		}
+		body, err := io.ReadAll(io.LimitReader(x, limit+1))
+		if err != nil {
+			return x.netError(ctx, err)
+		}
+		if int64(len(body)) > limit {
+			return fmt.Errorf("safetensors: %s: more than %d bytes", what, limit)
+		}
+		data = body
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return data, nil
+}
+
+// notFound marks the error of a 404 Not Found answer, which matches
+// fs.ErrNotExist.
+type notFound struct{ error }
+
+func (e notFound) Unwrap() error { return e.error }
+
+func (e notFound) Is(target error) bool { return target == fs.ErrNotExist }

@@ -119,7 +119,7 @@ func TestOpenInvalid(t *testing.T) {
 
 func TestReadAt(t *testing.T) {
 	srv, data, count := serve(t, "valid/metadata_present.safetensors")
-	f, err := Stat(context.Background(), srv.Client(), srv.URL)
+	f, err := OpenFile(context.Background(), srv.Client(), srv.URL)
 	require.NoError(t, err)
 	assert.Equal(t, int64(len(data)), f.Size())
 	assert.True(t, f.Ranged())
@@ -624,12 +624,12 @@ func TestContext(t *testing.T) {
 	assert.Equal(t, int64(2), s.count.Load())
 
 	// WithContext reads under another context.
-	f, err := Stat(ctx, s.Client(), s.URL)
+	f, err := OpenFile(ctx, s.Client(), s.URL)
 	assert.ErrorIs(t, err, context.Canceled)
 	assert.Nil(t, f)
 	s = newRangeServer(t, data, nil)
 	ctx2, cancel2 := context.WithCancel(context.Background())
-	f, err = Stat(ctx2, s.Client(), s.URL)
+	f, err = OpenFile(ctx2, s.Client(), s.URL)
 	require.NoError(t, err)
 	cancel2()
 	_, err = f.ReadAt(make([]byte, 8), probeLen+100)

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/safetensors-go/safetensors/check"
+	"github.com/safetensors-go/safetensors/checkpoint"
 )
 
 func runCheck(args []string, stdout, stderr io.Writer) int {
@@ -58,17 +59,13 @@ status is 1 if there is an error, 0 with warnings only.`+remoteHelp)
 	defer stop()
 	var report *check.Report
 	var err error
-	if isURL(name) {
-		r, rerr := openIndex(ctx, name) // ctx stops its network reads too
-		if rerr != nil {
-			fmt.Fprintf(stderr, "safetensors check: %s\n", errorText(rerr))
-			return exitFail
-		}
-		defer r.Close()
-		report, err = check.Run(ctx, r, opts...)
-	} else {
-		report, err = check.Model(ctx, name, opts...)
+	ck, err := checkpoint.Open(ctx, name, checkpointOptions(name)...) // ctx stops its network reads too
+	if err != nil {
+		fmt.Fprintf(stderr, "safetensors check: %s\n", errorText(err))
+		return exitFail
 	}
+	defer ck.Close()
+	report, err = check.Checkpoint(ctx, ck, opts...)
 	if err != nil {
 		fmt.Fprintf(stderr, "safetensors check: %s\n", errorText(err))
 		if status := interruptStatus(err); status != 0 {

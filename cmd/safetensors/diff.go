@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
 
+	"github.com/safetensors-go/safetensors/checkpoint"
 	"github.com/safetensors-go/safetensors/diff"
 )
 
@@ -25,7 +27,7 @@ decoded values; and the metadata. The status is 1 when they differ.`)
 	}
 	ctx, stop := catchInterrupts()
 	defer stop()
-	r, err := diff.Paths(ctx, operands[0], operands[1])
+	r, err := diffModels(ctx, operands[0], operands[1])
 	if err != nil {
 		fmt.Fprintf(stderr, "safetensors diff: %s\n", errorText(err))
 		if status := interruptStatus(err); status != 0 {
@@ -48,6 +50,22 @@ decoded values; and the metadata. The status is 1 when they differ.`)
 		return exitFail
 	}
 	return exitOK
+}
+
+// diffModels compares the models a and b, each opened as openModel opens
+// it, with the options of the command line.
+func diffModels(ctx context.Context, a, b string) (*diff.Result, error) {
+	ma, err := checkpoint.Open(ctx, a, checkpointOptions(a)...)
+	if err != nil {
+		return nil, err
+	}
+	defer ma.Close()
+	mb, err := checkpoint.Open(ctx, b, checkpointOptions(b)...)
+	if err != nil {
+		return nil, err
+	}
+	defer mb.Close()
+	return diff.Compare(ctx, ma, mb, ma.Metadata(), mb.Metadata())
 }
 
 func printDiff(w io.Writer, a, b string, r *diff.Result) error {

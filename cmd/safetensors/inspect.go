@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/checkpoint"
 	"github.com/safetensors-go/safetensors/dataset"
 )
 
@@ -183,35 +185,40 @@ func summarize(file string, h *safetensors.Header) summary {
 	return s
 }
 
-// summarizeSharded summarizes a checkpoint: its shards, and the tensors the
-// index lists, shard by shard.
-func summarizeSharded(file string, sh *safetensors.Sharded) summary {
+// summarizeCheckpoint summarizes a checkpoint: its files, and the tensors
+// it lists (for a sharded checkpoint, those its index lists), file by
+// file, under the names the checkpoint gives them.
+func summarizeCheckpoint(file string, ck *checkpoint.Checkpoint) summary {
 	s := summary{File: file, Totals: totals{ByDType: map[string]count{}}}
-	if md := sh.Metadata(); md != nil {
+	if md := ck.Metadata(); md != nil {
 		s.Metadata = make(map[string]any, len(md))
 		for k, v := range md {
 			s.Metadata[k] = v
 		}
 	}
-	listed := make(map[string]bool)
-	for _, name := range sh.Names() {
-		listed[name] = true
-	}
-	for _, shard := range sh.Shards() {
-		s.Shards = append(s.Shards, shardSummary{File: shard})
+	for _, f := range ck.Files() {
+		s.Shards = append(s.Shards, shardSummary{File: f})
 	}
 	for i := range s.Shards {
-		h, err := sh.Header(s.Shards[i].File)
+		f := s.Shards[i].File
+		h, err := ck.Header(f)
 		if err != nil {
-			continue // cannot happen: the file comes from Shards
+			continue // cannot happen: the file comes from Files
+		}
+		prefix := ""
+		if ck.Parts() != nil {
+			if dir := path.Dir(f); dir != "." {
+				prefix = dir + "/"
+			}
 		}
 		s.HeaderBytes += h.Len
 		s.Shards[i].DataBytes = h.DataLen()
 		s.DataBytes += h.DataLen()
 		for _, t := range h.Tensors {
-			if listed[t.Name] {
+			t.Name = prefix + t.Name
+			if in, err := ck.File(t.Name); err == nil && in == f {
 				s.Shards[i].Tensors++
-				s.add(s.Shards[i].File, t)
+				s.add(f, t)
 			}
 		}
 	}

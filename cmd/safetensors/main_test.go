@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/checkpoint"
 	"github.com/safetensors-go/safetensors/dataset"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -180,7 +181,7 @@ func TestInspectSharded(t *testing.T) {
 	tensors, err := src.Tensors()
 	require.NoError(t, err)
 	dir := t.TempDir()
-	require.NoError(t, safetensors.WriteSharded(dir, "model", tensors, 300_000, map[string]string{"format": "pt"}))
+	require.NoError(t, checkpoint.Write(dir, tensors, checkpoint.MaxShardSize(300_000), checkpoint.FileMetadata(map[string]string{"format": "pt"})))
 
 	index := filepath.Join(dir, "model.safetensors.index.json")
 	status, stdout, stderr := runCmd("inspect", index)
@@ -194,7 +195,9 @@ func TestInspectSharded(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(stdout), &s))
 	assert.Len(t, s.Shards, 4)
 	assert.Equal(t, 39, s.Totals.Tensors)
-	assert.Equal(t, map[string]any{"total_parameters": "250432", "total_size": "1001728"}, s.Metadata)
+	// The model's metadata, its shards' (not the index's bookkeeping, which
+	// the totals give).
+	assert.Equal(t, map[string]any{"format": "pt"}, s.Metadata)
 	for _, ts := range s.Tensors {
 		assert.Regexp(t, `^model-0000[1-4]-of-00004.safetensors$`, ts.Shard)
 	}
@@ -392,7 +395,9 @@ func TestValidate(t *testing.T) {
 
 	status, stdout, _ = runCmd("validate", "no-such-file.safetensors", t.TempDir())
 	assert.Equal(t, exitFail, status)
-	assert.Regexp(t, `^no-such-file.safetensors: error: .*\n.*: invalid: .*no model\.safetensors, model\.safetensors\.index\.json, nor any \*\.safetensors file`, stdout)
+	// A folder that holds no model is not an invalid checkpoint: there is
+	// nothing to read.
+	assert.Regexp(t, `^no-such-file.safetensors: error: .*\n.*: error: checkpoint: no model found: .*none of model\.safetensors, model\.safetensors\.index\.json, .*nor any \*\.safetensors file`, stdout)
 }
 
 // TestValidateCorpus checks that validate gives the reference's verdict on
@@ -573,8 +578,8 @@ func TestModelDirectory(t *testing.T) {
 	require.NoError(t, err)
 	defer src.Close()
 	single, sharded := t.TempDir(), t.TempDir()
-	require.NoError(t, safetensors.WriteSharded(single, "model", tensors, 1<<30, nil))
-	require.NoError(t, safetensors.WriteSharded(sharded, "model", tensors, 300_000, nil))
+	require.NoError(t, checkpoint.Write(single, tensors, checkpoint.MaxShardSize(1<<30)))
+	require.NoError(t, checkpoint.Write(sharded, tensors, checkpoint.MaxShardSize(300_000)))
 
 	_, want, _ := runCmd("stats", tinyModel, "model.norm.weight", "lm_head.weight")
 	for _, dir := range []string{single, sharded} {
@@ -595,7 +600,8 @@ func TestModelDirectory(t *testing.T) {
 	}
 	status, _, stderr := runCmd("stats", t.TempDir())
 	assert.Equal(t, exitFail, status)
-	assert.Contains(t, stderr, "no model.safetensors")
+	assert.Contains(t, stderr, "checkpoint: no model found")
+	assert.Contains(t, stderr, "none of model.safetensors")
 }
 
 // TestOpenInputNotRegular: an input that is not a regular file is refused

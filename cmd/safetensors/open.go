@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/checkpoint"
 	"github.com/safetensors-go/safetensors/internal/regular"
 )
 
@@ -25,55 +26,33 @@ func openInput(path string) (*os.File, error) {
 	return f, err
 }
 
-// model is what inspect, validate and stats read: one file, or a
-// checkpoint (a model directory, or an index).
+// model is what inspect, validate and stats read: a checkpoint, and how
+// it was named.
 type model struct {
-	src     tensorSource
-	sharded *safetensors.Sharded // a checkpoint's; nil for one file
-	header  *safetensors.Header  // one file's; nil for a checkpoint
-	// warning says that the index leaves out tensors its shards hold, or
-	// is empty.
+	ck *checkpoint.Checkpoint
+	// file is true for a checkpoint named by its one file (a path or URL
+	// of a safetensors file), which is listed as a file rather than as a
+	// checkpoint of one shard.
+	file bool
+	// warning says that the index leaves out tensors its shards hold.
 	warning string
 }
 
-// openModel opens name: a URL of a file, an index or a model's base, or a
-// local path that safetensors.OpenModel takes (a file, an index, a model
-// directory, a Hugging Face cache snapshot), as check and diff, through
-// check.Model and diff.Paths, and quantize open theirs. A local file too
-// large for the address space is read through the file. inspect, validate
-// and stats leave SIGINT to end the process, so ctx is the background
-// context for them.
+// openModel opens name, any input checkpoint.Open takes: a file, an index,
+// a folder of any library's layout, a model of several parts, a Hugging
+// Face cache snapshot, or a URL of any of these, with the options of the
+// command line (--header, HF_TOKEN, --variant). ctx governs its later
+// reads over a network too; inspect, validate and stats leave SIGINT to
+// end the process, so ctx is the background context for them.
 func openModel(ctx context.Context, name string) (*model, error) {
-	if isURL(name) && !isCheckpointURL(name) {
-		r, err := openURL(ctx, name)
-		if err != nil {
-			return nil, err
-		}
-		return &model{src: r, header: r.Header()}, nil
-	}
-	if isURL(name) {
-		sh, err := openIndex(ctx, name)
-		if err != nil {
-			return nil, err
-		}
-		return &model{src: sh, sharded: sh, warning: unlistedWarning(name, sh.Unlisted())}, nil
-	}
-	mm, err := safetensors.OpenModel(name)
+	ck, err := checkpoint.Open(ctx, name, checkpointOptions(name)...)
 	if err != nil {
 		return nil, err
 	}
-	m := &model{src: mm}
-	if info, err := os.Stat(name); !mm.IsSharded() && err == nil && !info.IsDir() {
-		// One file named as such; a directory is listed as a checkpoint,
-		// of one shard or more.
-		if m.header, err = mm.Header(mm.Shards()[0]); err != nil {
-			mm.Close()
-			return nil, err
-		}
-		return m, nil
+	m := &model{ck: ck, file: strings.HasSuffix(name, ".safetensors") && len(ck.Files()) == 1 && ck.Index() == "" && ck.Parts() == nil}
+	if !m.file {
+		m.warning = unlistedWarning(ck.String(), ck.Unlisted())
 	}
-	m.sharded = mm.Sharded
-	m.warning = unlistedWarning(mm.File(), mm.Unlisted())
 	return m, nil
 }
 
@@ -97,20 +76,22 @@ func unlistedWarning(index string, u []string) string {
 
 // summary returns what inspect prints of m, named name.
 func (m *model) summary(name string) summary {
-	if m.sharded != nil {
-		return summarizeSharded(name, m.sharded)
+	if m.file {
+		h, _ := m.ck.Header(m.ck.Files()[0]) // one of Files
+		return summarize(name, h)
 	}
-	return summarize(name, m.header)
+	return summarizeCheckpoint(name, m.ck)
 }
 
 // names returns the names of m's tensors: in file order for one file, by
 // name for a checkpoint.
 func (m *model) names() []string {
-	if m.sharded != nil {
-		return m.sharded.Names()
+	if !m.file {
+		return m.ck.Names()
 	}
-	names := make([]string, len(m.header.Tensors))
-	for i, t := range m.header.Tensors {
+	h, _ := m.ck.Header(m.ck.Files()[0])
+	names := make([]string, len(h.Tensors))
+	for i, t := range h.Tensors {
 		names[i] = t.Name
 	}
 	return names
@@ -121,7 +102,7 @@ func (m *model) names() []string {
 // values have no statistics (C64, F4, F6). A tensor too large to read into memory at once (through a file read
 // with ReadAt, on a 32-bit host) is read a chunk at a time.
 func (m *model) statsOf(name string) (safetensors.Stats, safetensors.DType, error) {
-	t, err := m.src.Tensor(name)
+	t, err := m.ck.Tensor(name)
 	if err == nil {
 		s, err := t.Stats()
 		if errors.Is(err, safetensors.ErrFileChanged) {
@@ -132,21 +113,15 @@ func (m *model) statsOf(name string) (safetensors.Stats, safetensors.DType, erro
 	if !errors.Is(err, safetensors.ErrTensorTooLarge) {
 		return safetensors.Stats{}, 0, err
 	}
-	sr, err := m.src.TensorReader(name)
+	sr, err := m.ck.TensorReader(name)
 	if err != nil {
 		return safetensors.Stats{}, 0, err
 	}
-	h := m.header
-	if m.sharded != nil {
-		shard, _ := m.sharded.Shard(name) // TensorReader found it
-		h, _ = m.sharded.Header(shard)
+	info, err := m.ck.Info(name)
+	if err != nil {
+		return safetensors.Stats{}, 0, err
 	}
-	var d safetensors.DType
-	for _, t := range h.Tensors {
-		if t.Name == name {
-			d = t.DType
-		}
-	}
+	d := info.DType
 	if d.Bits()%8 != 0 {
 		_, err := safetensors.Tensor{Name: name, DType: d}.Stats()
 		return safetensors.Stats{}, d, err // no real value
@@ -180,4 +155,4 @@ func (m *model) statsOf(name string) (safetensors.Stats, safetensors.DType, erro
 const statsChunk = 16 << 20
 
 // Close closes m's files.
-func (m *model) Close() error { return m.src.Close() }
+func (m *model) Close() error { return m.ck.Close() }

@@ -1,14 +1,13 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"net/url"
 	"os"
 	"strings"
 
-	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/checkpoint"
 	"github.com/safetensors-go/safetensors/remote"
 )
 
@@ -95,17 +94,11 @@ func isHub(name string) bool {
 	return false
 }
 
-// openURL opens the safetensors file at the URL name; ctx governs its
-// later reads too.
-func openURL(ctx context.Context, name string) (*safetensors.Reader, error) {
-	return remote.Open(ctx, nil, name, remoteOptions(name)...)
-}
-
-// openIndex opens the checkpoint at name: a local path, or a URL, whose
-// later reads ctx governs.
-func openIndex(ctx context.Context, name string) (*safetensors.Sharded, error) {
-	if isURL(name) {
-		return remote.OpenIndex(ctx, nil, name, remoteOptions(name)...)
+// checkpointOptions returns the options for opening name: for a URL, the
+// --header flags and the Hugging Face token for the Hub.
+func checkpointOptions(name string) []checkpoint.Option {
+	if !isURL(name) {
+		return nil
 	}
-	return safetensors.OpenIndex(name)
+	return []checkpoint.Option{checkpoint.RemoteOptions(remoteOptions(name)...)}
 }

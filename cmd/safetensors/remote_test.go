@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/checkpoint"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -34,7 +34,7 @@ func serveDir(t *testing.T, dir string) (base string, auth *atomic.Value) {
 // shardedTiny writes the tiny model as a checkpoint of several shards.
 func shardedTiny(t *testing.T) string {
 	dir := t.TempDir()
-	require.NoError(t, safetensors.WriteSharded(dir, "model", tinyLlama(), 200_000, map[string]string{"format": "pt"}))
+	require.NoError(t, checkpoint.Write(dir, tinyLlama(), checkpoint.MaxShardSize(200_000), checkpoint.FileMetadata(map[string]string{"format": "pt"})))
 	return dir
 }
 

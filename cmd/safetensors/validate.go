@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/checkpoint"
 	"github.com/safetensors-go/safetensors/internal/verdict"
 )
 
@@ -59,15 +60,6 @@ func validateDataset(w io.Writer, dir, sep string) bool {
 	return true
 }
 
-// tensorSource is what validate reads tensors from: a Reader, or a
-// Sharded for a checkpoint; a safetensors.TensorSource that also streams a
-// tensor and closes.
-type tensorSource interface {
-	safetensors.TensorSource
-	TensorReader(name string) (*io.SectionReader, error)
-	Close() error
-}
-
 // validate prints the verdict on the named file or checkpoint, and reports
 // whether it is valid (and free of NaN and Inf, with values).
 func validate(w io.Writer, name string, values bool) bool {
@@ -78,7 +70,7 @@ func validate(w io.Writer, name string, values bool) bool {
 			fmt.Fprintf(w, "%s: warning: %s\n", name, m.warning)
 		}
 		sum = m.summary(name)
-		if m.sharded != nil {
+		if !m.file {
 			fmt.Fprintf(w, "%s: ok, %d tensors in %d shards, %d bytes of data\n", name, len(sum.Tensors), len(sum.Shards), sum.DataBytes)
 		} else {
 			fmt.Fprintf(w, "%s: ok, %d tensors, %d bytes of data\n", name, len(sum.Tensors), sum.DataBytes)
@@ -125,7 +117,7 @@ func formatError(err error) bool {
 		safetensors.ErrHeaderTooSmall, safetensors.ErrHeaderTooLarge, safetensors.ErrInvalidHeaderLength,
 		safetensors.ErrHeaderNotUTF8, safetensors.ErrInvalidHeader, safetensors.ErrInvalidOffset,
 		safetensors.ErrShapeOverflow, safetensors.ErrMisalignedSlice, safetensors.ErrSizeMismatch,
-		safetensors.ErrIncompleteBuffer, safetensors.ErrUnknownDType, safetensors.ErrInvalidIndex,
+		safetensors.ErrIncompleteBuffer, safetensors.ErrUnknownDType, checkpoint.ErrInvalidIndex,
 	} {
 		if errors.Is(err, e) {
 			return true

@@ -11,7 +11,7 @@
 // cancels the reads through their context.
 //
 // The remote package does the HTTP: remote.Open is all most programs need;
-// this one uses remote.Stat and safetensors.NewReaderAt to count
+// this one uses remote.OpenFile and safetensors.NewReaderAt to count
 // requests.
 package main
 
@@ -48,7 +48,7 @@ func main() {
 // named ones. A nil client is remote.DefaultClient, which times out on
 // stalls, never on a slow but steady read.
 func run(ctx context.Context, w io.Writer, client *http.Client, url string, names []string, opts ...remote.Option) error {
-	src, err := remote.Stat(ctx, client, url, opts...)
+	src, err := remote.OpenFile(ctx, client, url, opts...)
 	if err != nil {
 		return err
 	}

@@ -9,12 +9,14 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
 
 	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/checkpoint"
 )
 
 func main() {
@@ -48,7 +50,7 @@ func run(w io.Writer, in, dir string, maxSize int64) error {
 	for i, t := range h.Tensors {
 		specs[i] = safetensors.TensorSpec{Name: t.Name, DType: t.DType, Shape: t.Shape}
 	}
-	sw, err := safetensors.CreateSharded(dir, "model", specs, maxSize, src.Metadata())
+	sw, err := checkpoint.Create(dir, specs, checkpoint.MaxShardSize(maxSize), checkpoint.FileMetadata(src.Metadata()))
 	if err != nil {
 		return err
 	}
@@ -65,17 +67,18 @@ func run(w io.Writer, in, dir string, maxSize int64) error {
 	if err := sw.Close(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "wrote %d shards: %v\n", len(sw.Shards()), sw.Shards())
+	fmt.Fprintf(w, "wrote %d shards: %v\n", len(sw.Files()), sw.Files())
 
-	// OpenIndex checks the index against every shard and reads them as one;
-	// given a directory holding a single model.safetensors, it reads that.
-	ckpt, err := safetensors.OpenIndex(dir)
+	// Open finds the checkpoint in the directory as transformers does,
+	// checks the index against every shard and reads them as one; given a
+	// directory holding a single model.safetensors, it reads that.
+	ckpt, err := checkpoint.Open(context.Background(), dir)
 	if err != nil {
 		return err
 	}
 	defer ckpt.Close()
 	const name = "lm_head.weight"
-	shard, err := ckpt.Shard(name)
+	shard, err := ckpt.File(name)
 	if err != nil {
 		return err
 	}

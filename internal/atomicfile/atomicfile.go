@@ -2,7 +2,12 @@
 // destination is missing or half written: the new file is written under a
 // temporary name in the destination's directory, synced, and renamed over
 // the destination, and the directory is synced so that the rename survives
-// a power cut. The core package, the dataset package and quant use it.
+// a power cut. It is the module's one way to put a file in place: the core
+// package's writers, the checkpoint writer (which commits several files in
+// two steps, Flush and then Rename), the dataset writer and quant use it.
+//
+// The file-system operations go through hooks that tests replace with
+// SetHooks, to fail or crash at each step.
 package atomicfile
 
 import (
@@ -15,6 +20,96 @@ import (
 	"strconv"
 )
 
+// Temp is what a File needs of its temporary file: an *os.File, or what a
+// test puts in its place.
+type Temp interface {
+	io.Writer
+	io.WriterAt
+	Sync() error
+	Close() error
+	Chmod(mode os.FileMode) error
+	Name() string
+}
+
+// Hooks are the file-system operations of the package. Tests replace them
+// with SetHooks; a nil field keeps the operation as it is.
+type Hooks struct {
+	// CreateTemp creates the temporary file name, which must not exist.
+	CreateTemp func(name string) (Temp, error)
+	Rename     func(from, to string) error
+	Link       func(from, to string) error
+	Remove     func(name string) error
+	SyncDir    func(dir string)
+}
+
+// hooks are the operations in use.
+var hooks = defaultHooks()
+
+func defaultHooks() Hooks {
+	return Hooks{
+		CreateTemp: func(name string) (Temp, error) {
+			f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
+			if err != nil {
+				return nil, err
+			}
+			return f, nil
+		},
+		Rename:  os.Rename,
+		Link:    os.Link,
+		Remove:  os.Remove,
+		SyncDir: syncDir,
+	}
+}
+
+// SetHooks replaces the operations h gives, for a test, and returns the
+// function that restores them. Tests that use it must not run in parallel.
+func SetHooks(h Hooks) (restore func()) {
+	saved := hooks
+	if h.CreateTemp != nil {
+		hooks.CreateTemp = h.CreateTemp
+	}
+	if h.Rename != nil {
+		hooks.Rename = h.Rename
+	}
+	if h.Link != nil {
+		hooks.Link = h.Link
+	}
+	if h.Remove != nil {
+		hooks.Remove = h.Remove
+	}
+	if h.SyncDir != nil {
+		hooks.SyncDir = h.SyncDir
+	}
+	return func() { hooks = saved }
+}
+
+// Rename renames from to to, through the hooks.
+func Rename(from, to string) error { return hooks.Rename(from, to) }
+
+// Link makes to a hard link to from, through the hooks.
+func Link(from, to string) error { return hooks.Link(from, to) }
+
+// Remove removes name, through the hooks.
+func Remove(name string) error { return hooks.Remove(name) }
+
+// SyncDir makes the changes of names in dir (a file created, renamed or
+// removed) durable where the platform allows it, by syncing the directory.
+// It does nothing on Windows, where a directory opened for reading cannot
+// be flushed (FlushFileBuffers is refused) and NTFS journals the rename
+// itself, nor on Plan 9. It is best effort: the names are in place
+// whatever happens, and only their durability is at stake.
+func SyncDir(dir string) { hooks.SyncDir(dir) }
+
+func syncDir(dir string) {
+	if runtime.GOOS == "windows" || runtime.GOOS == "plan9" {
+		return
+	}
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+}
+
 // TempName returns a new name for a temporary file that is to replace the
 // file at path: in path's directory, a dot, path's base name, ".tmp" and a
 // random base-36 suffix, as in .model.safetensors.tmp3k0v9x2hq1s7.
@@ -26,7 +121,9 @@ func TempName(path string) string {
 // CreateTemp creates a new file in dir, for reading and writing, named
 // prefix, ".tmp" and a random base-36 suffix, with mode 0666 less the
 // umask, as the file it becomes once renamed should have (os.CreateTemp
-// gives 0600). It tries another suffix when a name is taken.
+// gives 0600). It tries another suffix when a name is taken. It is for
+// scratch files that are not renamed into place; Create is for those that
+// are.
 func CreateTemp(dir, prefix string) (*os.File, error) {
 	var err error
 	for range 100 {
@@ -40,60 +137,162 @@ func CreateTemp(dir, prefix string) (*os.File, error) {
 	return nil, err
 }
 
-// SyncDir makes the changes of names in dir (a file created, renamed or
-// removed) durable where the platform allows it, by syncing the directory.
-// It does nothing on Windows, where a directory opened for reading cannot
-// be flushed (FlushFileBuffers is refused) and NTFS journals the rename
-// itself, nor on Plan 9. It is best effort: the names are in place
-// whatever happens, and only their durability is at stake.
-func SyncDir(dir string) {
-	if runtime.GOOS == "windows" || runtime.GOOS == "plan9" {
-		return
-	}
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
+// A File is a temporary file, named as TempName names it, that replaces
+// the file at its path when it is committed and disappears when it is
+// aborted. Its errors name the path, not the temporary file, which is an
+// internal detail and gone once they are returned. It is for one
+// goroutine at a time, except for WriteAt.
+type File struct {
+	f       Temp
+	path    string
+	done    bool  // committed, kept or aborted
+	flushed bool  // synced and closed, not yet renamed
+	err     error // the result of Flush or Rename once done
 }
 
-// WriteFile writes the file at path with write, through a temporary file
-// named as TempName names it, which is synced, closed and renamed over
-// path; then it syncs the directory. If a regular file is at path, the new
-// one takes its permission bits, so that a private file stays private. On
-// any error the temporary file is removed and path is left as it was; the
-// error names path, not the temporary file.
-func WriteFile(path string, write func(io.Writer) error) error {
-	dir, base := filepath.Split(path)
-	f, err := CreateTemp(dir, "."+base)
-	if err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			return &os.PathError{Op: pe.Op, Path: path, Err: pe.Err}
+// Create creates the temporary file for path, in the same directory so
+// that the rename is atomic. When a regular file is at path, the
+// temporary file takes its permission bits, which the rename keeps: a
+// private file stays private. A new file gets mode 0666 less the umask.
+func Create(path string) (*File, error) {
+	var f Temp
+	var tmp string
+	var err error
+	for range 100 {
+		tmp = TempName(path)
+		f, err = hooks.CreateTemp(tmp)
+		if !errors.Is(err, os.ErrExist) {
+			break
 		}
+	}
+	if err != nil {
+		return nil, PathError(err, tmp, path)
+	}
+	if info, err := os.Stat(path); err == nil && info.Mode().IsRegular() {
+		if err := f.Chmod(info.Mode().Perm()); err != nil {
+			f.Close()
+			hooks.Remove(tmp)
+			return nil, PathError(err, tmp, path)
+		}
+	}
+	return &File{f: f, path: path}, nil
+}
+
+// Path returns the path the file is to replace.
+func (a *File) Path() string { return a.path }
+
+// Name returns the temporary file's name.
+func (a *File) Name() string { return a.f.Name() }
+
+func (a *File) Write(p []byte) (int, error) {
+	n, err := a.f.Write(p)
+	return n, a.fix(err)
+}
+
+func (a *File) WriteAt(p []byte, off int64) (int, error) {
+	n, err := a.f.WriteAt(p, off)
+	return n, a.fix(err)
+}
+
+// ReadFrom keeps the temporary file's own ReadFrom, which may copy without
+// a buffer (copy_file_range), for sequential writes from an *os.File.
+func (a *File) ReadFrom(r io.Reader) (int64, error) {
+	if rf, ok := a.f.(io.ReaderFrom); ok {
+		n, err := rf.ReadFrom(r)
+		return n, a.fix(err)
+	}
+	return io.Copy(struct{ io.Writer }{a}, r)
+}
+
+// fix returns err naming the path rather than the temporary file.
+func (a *File) fix(err error) error {
+	if err == nil {
+		return nil
+	}
+	return PathError(err, a.f.Name(), a.path)
+}
+
+// Abort closes and removes the temporary file, unless it was committed or
+// kept; later calls of Flush, Rename and Commit return an error wrapping
+// os.ErrClosed.
+func (a *File) Abort() {
+	if a.done {
+		return
+	}
+	a.done = true
+	a.err = &os.PathError{Op: "write", Path: a.path, Err: os.ErrClosed}
+	if !a.flushed {
+		a.f.Close()
+	}
+	hooks.Remove(a.f.Name())
+}
+
+// Commit syncs and closes the temporary file, renames it to the path and
+// syncs the directory; on failure it removes it. A second call returns the
+// result of the first.
+func (a *File) Commit() error {
+	if err := a.Flush(); err != nil {
 		return err
 	}
-	tmp := f.Name()
-	if info, serr := os.Stat(path); serr == nil && info.Mode().IsRegular() {
-		err = f.Chmod(info.Mode().Perm())
+	if err := a.Rename(); err != nil {
+		return err
 	}
-	if err == nil {
-		err = write(f)
+	SyncDir(filepath.Dir(a.path))
+	return nil
+}
+
+// Flush syncs and closes the temporary file, the first half of Commit; on
+// failure it removes it.
+func (a *File) Flush() error {
+	if a.done || a.flushed {
+		return a.err
 	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
+	err := a.f.Sync()
+	if cerr := a.f.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
+	a.flushed = true // closed
 	if err != nil {
-		os.Remove(tmp)
-		return PathError(err, tmp, path)
+		a.Abort()
+		a.err = a.fix(err)
+		return a.err
 	}
-	SyncDir(dir)
 	return nil
+}
+
+// Rename renames the flushed temporary file to the path, the second half
+// of Commit, without syncing the directory; on failure it removes it.
+func (a *File) Rename() error {
+	if a.done {
+		return a.err
+	}
+	if err := hooks.Rename(a.f.Name(), a.path); err != nil {
+		a.Abort()
+		a.err = PathError(err, a.f.Name(), a.path)
+		return a.err
+	}
+	a.done = true
+	return nil
+}
+
+// Keep leaves the flushed temporary file where it is, under its temporary
+// name, which something else (an index that names it) now refers to:
+// Abort no longer removes it.
+func (a *File) Keep() { a.done = true }
+
+// WriteFile writes the file at path with write, through a File, which it
+// commits; on any error the temporary file is removed and path is left as
+// it was.
+func WriteFile(path string, write func(io.Writer) error) error {
+	f, err := Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Abort()
+		return err
+	}
+	return f.Commit()
 }
 
 // PathError returns err with the temporary file's name tmp, where it
@@ -110,4 +309,20 @@ func PathError(err error, tmp, path string) error {
 		return &os.PathError{Op: le.Op, Path: path, Err: le.Err}
 	}
 	return err
+}
+
+// MkdirTemp creates a new directory in dir whose name is prefix, ".tmp"
+// and a random base-36 suffix, with mode 0777 less the umask, as the
+// directory it becomes once renamed should have (os.MkdirTemp gives
+// 0700), for a folder of files written whole and then renamed into place.
+// It tries another suffix when a name is taken, up to 100 times.
+func MkdirTemp(dir, prefix string) (string, error) {
+	var err error
+	for range 100 {
+		name := filepath.Join(dir, prefix+".tmp"+strconv.FormatUint(rand.Uint64(), 36))
+		if err = os.Mkdir(name, 0o777); !errors.Is(err, os.ErrExist) {
+			return name, err
+		}
+	}
+	return "", err
 }

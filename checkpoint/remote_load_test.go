@@ -1,9 +1,8 @@
-package remote
+package checkpoint
 
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,7 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/load"
+	"github.com/safetensors-go/safetensors/remote"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -22,37 +22,35 @@ import (
 func loadServer(t *testing.T, dir string, delay time.Duration) (base string, reads, peak *atomic.Int64) {
 	reads, peak = new(atomic.Int64), new(atomic.Int64)
 	var inFlight atomic.Int64
-	files := http.FileServer(http.Dir(dir))
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := serveDirDelayed(t, dir, delay, func(w http.ResponseWriter, r *http.Request) bool {
 		if rg := r.Header.Get("Range"); rg != "" && !strings.HasPrefix(rg, "bytes=0-") {
 			reads.Add(1)
 			n := inFlight.Add(1)
 			defer inFlight.Add(-1)
 			for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
 			}
+			time.Sleep(delay) // in flight
 		}
-		time.Sleep(delay)
-		files.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL, reads, peak
+		return false
+	})
+	return srv.base, reads, peak
 }
 
-// TestLoader loads a checkpoint over HTTP with safetensors.Loader: the
+// TestLoader loads a checkpoint over HTTP with a load package Loader: the
 // tensors of the local checkpoint, read with parallel range requests.
 func TestLoader(t *testing.T) {
-	dir := checkpoint(t, 12, 100_000, 300_000)
+	dir := layers(t, 12, 100_000, 300_000)
 	base, reads, peak := loadServer(t, dir, 10*time.Millisecond)
-	s, err := OpenIndex(context.Background(), nil, base)
+	c, err := Open(context.Background(), base)
 	require.NoError(t, err)
-	defer s.Close()
-	local, err := safetensors.OpenIndex(dir)
+	defer c.Close()
+	local, err := Open(context.Background(), dir)
 	require.NoError(t, err)
 	defer local.Close()
 
 	seen := map[string]bool{}
-	loader := &safetensors.Loader{Concurrency: 4}
-	for tensor, err := range loader.Load(context.Background(), s) {
+	loader := &load.Loader{Concurrency: 4}
+	for tensor, err := range loader.Load(context.Background(), c) {
 		require.NoError(t, err)
 		assert.False(t, seen[tensor.Name], tensor.Name)
 		seen[tensor.Name] = true
@@ -68,11 +66,11 @@ func TestLoader(t *testing.T) {
 
 // TestLoaderChanged: a shard replaced during a load gives ErrChanged.
 func TestLoaderChanged(t *testing.T) {
-	dir := checkpoint(t, 12, 100_000, 300_000)
+	dir := layers(t, 12, 100_000, 300_000)
 	base, _, _ := loadServer(t, dir, 0)
-	s, err := OpenIndex(context.Background(), nil, base)
+	c, err := Open(context.Background(), base)
 	require.NoError(t, err)
-	defer s.Close()
+	defer c.Close()
 	// Replace a shard with one of the same size: FileServer's
 	// Last-Modified changes.
 	shard := filepath.Join(dir, "model-00002-of-00004.safetensors")
@@ -82,9 +80,9 @@ func TestLoaderChanged(t *testing.T) {
 	require.NoError(t, os.WriteFile(shard, data, 0o666))
 	require.NoError(t, os.Chtimes(shard, time.Now(), time.Now().Add(time.Hour)))
 	var last error
-	for _, err := range (&safetensors.Loader{}).Load(context.Background(), s) {
+	for _, err := range (&load.Loader{}).Load(context.Background(), c) {
 		last = err
 	}
-	assert.ErrorIs(t, last, ErrChanged)
+	assert.ErrorIs(t, last, remote.ErrChanged)
 	assert.ErrorContains(t, last, "model-00002-of-00004.safetensors")
 }

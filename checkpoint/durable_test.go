@@ -1,9 +1,10 @@
 //go:build unix
 
-package safetensors
+package checkpoint
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -17,41 +18,43 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/internal/atomicfile"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// A checkpoint is the tensors of one save, by name, and how it is split.
-type checkpoint struct {
-	tensors  []Tensor
-	maxShard int64 // 0: a single file, through WriteFile
+// A save is the tensors of one save, by name, and how it is split.
+type save struct {
+	tensors  []safetensors.Tensor
+	maxShard int64 // 0: a single file, through safetensors.WriteFile
 }
 
-// makeCheckpoint returns n tensors of U8 whose bytes depend on seed, split
-// into shards of at most maxShard bytes.
-func makeCheckpoint(seed byte, n int, size int, maxShard int64) checkpoint {
-	var c checkpoint
+// makeSave returns n tensors of U8 whose bytes depend on seed, split into
+// shards of at most maxShard bytes.
+func makeSave(seed byte, n int, size int, maxShard int64) save {
+	var c save
 	for i := range n {
 		data := make([]byte, size+i)
 		for j := range data {
 			data[j] = seed + byte(i*7+j)
 		}
-		c.tensors = append(c.tensors, Tensor{Name: "t" + strconv.Itoa(i), DType: U8, Shape: []uint64{uint64(len(data))}, Data: data})
+		c.tensors = append(c.tensors, safetensors.Tensor{Name: "t" + strconv.Itoa(i), DType: safetensors.U8, Shape: []uint64{uint64(len(data))}, Data: data})
 	}
 	c.maxShard = maxShard
 	return c
 }
 
 // save writes the checkpoint into dir, as base "model".
-func (c checkpoint) save(dir string) error {
+func (c save) save(dir string) error {
 	if c.maxShard == 0 {
-		return WriteFile(filepath.Join(dir, "model.safetensors"), c.tensors, map[string]string{"format": "pt"})
+		return safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), c.tensors, map[string]string{"format": "pt"})
 	}
-	return WriteSharded(dir, "model", c.tensors, c.maxShard, map[string]string{"format": "pt"})
+	return Write(dir, c.tensors, MaxShardSize(c.maxShard), FileMetadata(map[string]string{"format": "pt"}))
 }
 
 // equal reports whether got holds exactly the checkpoint's tensors.
-func (c checkpoint) equal(got map[string][]byte) bool {
+func (c save) equal(got map[string][]byte) bool {
 	if len(got) != len(c.tensors) {
 		return false
 	}
@@ -63,8 +66,8 @@ func (c checkpoint) equal(got map[string][]byte) bool {
 	return true
 }
 
-// loadAll reads every tensor of a Sharded or Reader into a map.
-func loadAll(tensors func() ([]Tensor, error)) (map[string][]byte, error) {
+// loadAll reads every tensor of a Checkpoint or Reader into a map.
+func loadAll(tensors func() ([]safetensors.Tensor, error)) (map[string][]byte, error) {
 	ts, err := tensors()
 	if err != nil {
 		return nil, err
@@ -78,12 +81,12 @@ func loadAll(tensors func() ([]Tensor, error)) (map[string][]byte, error) {
 
 // loadCheckpoint reads the checkpoint in dir both ways a loader may: as
 // transformers does (model.safetensors if it exists, else the index), and
-// through OpenIndex if there is an index. It returns what each gives.
+// through Open of the index if there is one. It returns what each gives.
 func loadCheckpoint(dir string) (hf, index map[string][]byte, err error) {
 	single := filepath.Join(dir, "model.safetensors")
-	indexPath := filepath.Join(dir, "model"+IndexSuffix)
+	indexPath := filepath.Join(dir, "model.safetensors.index.json")
 	if _, err := os.Lstat(indexPath); err == nil {
-		s, err := OpenIndex(indexPath)
+		s, err := Open(context.Background(), indexPath)
 		if err != nil {
 			return nil, nil, fmt.Errorf("index: %w", err)
 		}
@@ -94,7 +97,7 @@ func loadCheckpoint(dir string) (hf, index map[string][]byte, err error) {
 		}
 	}
 	if _, err := os.Lstat(single); err == nil {
-		r, err := Open(single)
+		r, err := safetensors.Open(single)
 		if err != nil {
 			return nil, nil, fmt.Errorf("single file: %w", err)
 		}
@@ -112,15 +115,21 @@ func loadCheckpoint(dir string) (hf, index map[string][]byte, err error) {
 }
 
 // checkOldOrNew fails the test unless dir holds a complete checkpoint, old
-// or new, both for transformers and for OpenIndex.
-func checkOldOrNew(t *testing.T, dir string, old, new checkpoint, what string) {
+// or new, both for transformers and for Open.
+func checkOldOrNew(t *testing.T, dir string, old, new save, what string) {
 	t.Helper()
 	hf, index, err := loadCheckpoint(dir)
 	require.NoError(t, err, "%s: %v", what, dirNames(t, dir))
 	assert.True(t, old.equal(hf) || new.equal(hf), "%s: transformers would load neither the old nor the new checkpoint: %v", what, dirNames(t, dir))
 	if index != nil {
-		assert.True(t, old.equal(index) || new.equal(index), "%s: OpenIndex gives neither the old nor the new checkpoint: %v", what, dirNames(t, dir))
+		assert.True(t, old.equal(index) || new.equal(index), "%s: Open gives neither the old nor the new checkpoint: %v", what, dirNames(t, dir))
 	}
+	c, err := Open(context.Background(), dir)
+	require.NoError(t, err, "%s: %v", what, dirNames(t, dir))
+	folder, err := loadAll(c.Tensors)
+	c.Close()
+	require.NoError(t, err)
+	assert.Equal(t, hf, folder, "%s: Open of the folder finds what transformers finds", what)
 }
 
 // visible returns the names in dir that do not start with a dot.
@@ -138,16 +147,16 @@ func visible(t *testing.T, dir string) []string {
 // files the directory holds after the new one is saved.
 var overwrites = []struct {
 	name     string
-	old, new checkpoint
+	old, new save
 	files    []string
 }{
-	{"same_shard_names", makeCheckpoint(1, 6, 100, 250), makeCheckpoint(2, 6, 100, 250),
+	{"same_shard_names", makeSave(1, 6, 100, 250), makeSave(2, 6, 100, 250),
 		[]string{"model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors", "model-00003-of-00003.safetensors", "model.safetensors.index.json"}},
-	{"fewer_shards", makeCheckpoint(1, 6, 100, 250), makeCheckpoint(2, 6, 100, 450),
+	{"fewer_shards", makeSave(1, 6, 100, 250), makeSave(2, 6, 100, 450),
 		[]string{"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors", "model.safetensors.index.json"}},
-	{"single_to_sharded", makeCheckpoint(1, 6, 100, 0), makeCheckpoint(2, 6, 100, 250),
+	{"single_to_sharded", makeSave(1, 6, 100, 0), makeSave(2, 6, 100, 250),
 		[]string{"model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors", "model-00003-of-00003.safetensors", "model.safetensors.index.json"}},
-	{"sharded_to_single", makeCheckpoint(1, 6, 100, 250), makeCheckpoint(2, 6, 100, 1<<20),
+	{"sharded_to_single", makeSave(1, 6, 100, 250), makeSave(2, 6, 100, 1<<20),
 		[]string{"model.safetensors"}},
 }
 
@@ -166,42 +175,44 @@ func (o *fsOps) step(op string) error {
 	return o.hook(o.n, op)
 }
 
-// install makes createTemp, renameFile, linkFile and removeFile go through
-// o. The temporary files' Write and WriteAt write only the bytes that
-// budget allows, when it is not nil.
+// install makes the atomicfile package's CreateTemp, Rename, Link and
+// Remove go through o, for the rest of the test.
 func (o *fsOps) install(t *testing.T) {
-	savedCreate, savedRename, savedLink, savedRemove := createTemp, renameFile, linkFile, removeFile
-	t.Cleanup(func() {
-		createTemp, renameFile, linkFile, removeFile = savedCreate, savedRename, savedLink, savedRemove
-	})
-	createTemp = func(name string) (fileWriter, error) {
-		if err := o.step("create"); err != nil {
-			return nil, &fs.PathError{Op: "open", Path: name, Err: err}
-		}
-		f, err := savedCreate(name)
-		if err != nil {
-			return nil, err
-		}
-		return &hookedFile{File: f.(*os.File), ops: o}, nil
-	}
-	renameFile = func(from, to string) error {
-		if err := o.step("rename"); err != nil {
-			return &os.LinkError{Op: "rename", Old: from, New: to, Err: err}
-		}
-		return savedRename(from, to)
-	}
-	linkFile = func(from, to string) error {
-		if err := o.step("link"); err != nil {
-			return &os.LinkError{Op: "link", Old: from, New: to, Err: err}
-		}
-		return savedLink(from, to)
-	}
-	removeFile = func(name string) error {
-		if err := o.step("remove"); err != nil {
-			return &fs.PathError{Op: "remove", Path: name, Err: err}
-		}
-		return savedRemove(name)
-	}
+	t.Cleanup(atomicfile.SetHooks(atomicfile.Hooks{
+		CreateTemp: func(name string) (atomicfile.Temp, error) {
+			if err := o.step("create"); err != nil {
+				return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+			}
+			f, err := createTemp(name)
+			if err != nil {
+				return nil, err
+			}
+			return &hookedFile{File: f, ops: o}, nil
+		},
+		Rename: func(from, to string) error {
+			if err := o.step("rename"); err != nil {
+				return &os.LinkError{Op: "rename", Old: from, New: to, Err: err}
+			}
+			return os.Rename(from, to)
+		},
+		Link: func(from, to string) error {
+			if err := o.step("link"); err != nil {
+				return &os.LinkError{Op: "link", Old: from, New: to, Err: err}
+			}
+			return os.Link(from, to)
+		},
+		Remove: func(name string) error {
+			if err := o.step("remove"); err != nil {
+				return &fs.PathError{Op: "remove", Path: name, Err: err}
+			}
+			return os.Remove(name)
+		},
+	}))
+}
+
+// createTemp creates a temporary file as the atomicfile package does.
+func createTemp(name string) (*os.File, error) {
+	return os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
 }
 
 // hookedFile is a temporary file whose operations go through an fsOps.
@@ -233,23 +244,23 @@ func (f *hookedFile) Sync() error {
 
 // crashEnv, set in a child process, makes TestCrashChild write a checkpoint
 // and kill itself at the given file-system operation.
-const crashEnv = "SAFETENSORS_TEST_CRASH"
+const crashEnv = "SAFETENSORS_TEST_CHECKPOINT_CRASH"
 
-// TestCrashChild is the child of TestShardedCrashSweep: with crashEnv set
+// TestCrashChild is the child of TestWriteCrashSweep: with crashEnv set
 // to "scenario:k:dir", it saves the scenario's new checkpoint into dir and
 // SIGKILLs itself before the k-th file-system operation. If the save ends
 // first, it exits normally.
 func TestCrashChild(t *testing.T) {
 	arg := os.Getenv(crashEnv)
 	if arg == "" {
-		t.Skip("run by TestShardedCrashSweep")
+		t.Skip("run by TestWriteCrashSweep")
 	}
 	parts := strings.SplitN(arg, ":", 3)
 	k, err := strconv.Atoi(parts[1])
 	require.NoError(t, err)
 	i := slices.IndexFunc(overwrites, func(o struct {
 		name     string
-		old, new checkpoint
+		old, new save
 		files    []string
 	}) bool {
 		return o.name == parts[0]
@@ -265,14 +276,14 @@ func TestCrashChild(t *testing.T) {
 	require.NoError(t, overwrites[i].new.save(parts[2]))
 }
 
-// TestShardedCrashSweep kills a process that overwrites a checkpoint before
+// TestWriteCrashSweep kills a process that overwrites a checkpoint before
 // each of its file-system operations in turn (creating, writing, syncing,
 // renaming, linking and removing files), and checks that the directory then
 // holds the old or the new checkpoint, complete, for transformers and for
-// OpenIndex; and that a later save leaves only the new checkpoint's files,
+// Open; and that a later save leaves only the new checkpoint's files,
 // apart from the killed writer's temporary files. Under -short it kills at
 // every third operation.
-func TestShardedCrashSweep(t *testing.T) {
+func TestWriteCrashSweep(t *testing.T) {
 	if os.Getenv(crashEnv) != "" {
 		t.Skip("in the child")
 	}
@@ -363,11 +374,11 @@ func (f *budgetFile) WriteAt(p []byte, off int64) (int, error) {
 // power cut, and syncs would make it slow.
 func (f *budgetFile) Sync() error { return nil }
 
-// TestShardedDiskFull overwrites checkpoints on a simulated disk that has
+// TestWriteDiskFull overwrites checkpoints on a simulated disk that has
 // room for n more bytes, for n from 0 to more than the save needs, and
 // checks that a save that fails leaves the old checkpoint exactly as it was
 // with no temporary file, and one that succeeds leaves the new one.
-func TestShardedDiskFull(t *testing.T) {
+func TestWriteDiskFull(t *testing.T) {
 	step := int64(1) // every level with the slow tag
 	switch {
 	case testing.Short() && !slowTests:
@@ -379,16 +390,16 @@ func TestShardedDiskFull(t *testing.T) {
 		t.Run(o.name, func(t *testing.T) {
 			var budget int64
 			var mu sync.Mutex
-			saved, savedSync := createTemp, syncDir
-			t.Cleanup(func() { createTemp, syncDir = saved, savedSync })
-			syncDir = func(string) {} // the files are not needed after a power cut
-			createTemp = func(name string) (fileWriter, error) {
-				f, err := saved(name)
-				if err != nil {
-					return nil, err
-				}
-				return &budgetFile{File: f.(*os.File), budget: &budget, mu: &mu}, nil
-			}
+			t.Cleanup(atomicfile.SetHooks(atomicfile.Hooks{
+				SyncDir: func(string) {}, // the files are not needed after a power cut
+				CreateTemp: func(name string) (atomicfile.Temp, error) {
+					f, err := createTemp(name)
+					if err != nil {
+						return nil, err
+					}
+					return &budgetFile{File: f, budget: &budget, mu: &mu}, nil
+				},
+			}))
 			levels, failed := 0, 0
 			for n := int64(0); ; n += step {
 				dir := t.TempDir()
@@ -426,17 +437,18 @@ func TestShardedDiskFull(t *testing.T) {
 	}
 }
 
-// TestShardedNoHardLinks saves a checkpoint over one with the same shard
+// TestWriteNoHardLinks saves a checkpoint over one with the same shard
 // names where hard links fail, as on FAT: the new checkpoint is complete
 // under the temporary names its index lists, and the old one is gone.
-func TestShardedNoHardLinks(t *testing.T) {
-	saved := linkFile
-	t.Cleanup(func() { linkFile = saved })
-	linkFile = func(from, to string) error {
-		return &os.LinkError{Op: "link", Old: from, New: to, Err: syscall.EPERM}
-	}
+func TestWriteNoHardLinks(t *testing.T) {
+	restore := atomicfile.SetHooks(atomicfile.Hooks{
+		Link: func(from, to string) error {
+			return &os.LinkError{Op: "link", Old: from, New: to, Err: syscall.EPERM}
+		},
+	})
+	t.Cleanup(restore)
 	dir := t.TempDir()
-	old, new := makeCheckpoint(1, 6, 100, 250), makeCheckpoint(2, 6, 100, 250)
+	old, new := makeSave(1, 6, 100, 250), makeSave(2, 6, 100, 250)
 	require.NoError(t, old.save(dir))
 	require.NoError(t, new.save(dir))
 	hf, index, err := loadCheckpoint(dir)
@@ -444,9 +456,9 @@ func TestShardedNoHardLinks(t *testing.T) {
 	assert.True(t, new.equal(hf))
 	assert.True(t, new.equal(index))
 	assert.Equal(t, []string{"model.safetensors.index.json"}, visible(t, dir), "the old shards are removed")
-	s, err := OpenIndex(dir)
+	s, err := Open(context.Background(), dir)
 	require.NoError(t, err)
-	shards := s.Shards()
+	shards := s.Files()
 	s.Close()
 	require.Len(t, shards, 3)
 	for _, shard := range shards {
@@ -454,7 +466,7 @@ func TestShardedNoHardLinks(t *testing.T) {
 	}
 	// With links back, the next save gives the usual names and removes the
 	// temporary ones.
-	linkFile = saved
+	restore()
 	require.NoError(t, old.save(dir))
 	hf, _, err = loadCheckpoint(dir)
 	require.NoError(t, err)
@@ -468,11 +480,11 @@ func TestShardedNoHardLinks(t *testing.T) {
 // mistake or malice, does not make a save delete it.
 func TestSaveOverIndexNamingOtherFiles(t *testing.T) {
 	dir := t.TempDir()
-	ts := []Tensor{
-		{Name: "a", DType: U8, Shape: []uint64{4}, Data: []byte{1, 2, 3, 4}},
-		{Name: "b", DType: U8, Shape: []uint64{4}, Data: []byte{5, 6, 7, 8}},
+	ts := []safetensors.Tensor{
+		{Name: "a", DType: safetensors.U8, Shape: []uint64{4}, Data: []byte{1, 2, 3, 4}},
+		{Name: "b", DType: safetensors.U8, Shape: []uint64{4}, Data: []byte{5, 6, 7, 8}},
 	}
-	require.NoError(t, WriteSharded(dir, "model", ts, 4, nil))
+	require.NoError(t, Write(dir, ts, MaxShardSize(4)))
 	config := filepath.Join(dir, "config.json")
 	require.NoError(t, os.WriteFile(config, []byte("{}"), 0o644))
 	stray := filepath.Join(dir, "other.safetensors")
@@ -481,10 +493,11 @@ func TestSaveOverIndexNamingOtherFiles(t *testing.T) {
 		index["weight_map"].(map[string]any)["x"] = "config.json"
 		index["weight_map"].(map[string]any)["y"] = "other.safetensors"
 	})
-	require.NoError(t, WriteSharded(dir, "model", ts, 4, nil))
+	require.NoError(t, Write(dir, ts, MaxShardSize(4)))
 	assert.FileExists(t, config)
 	assert.NoFileExists(t, stray, "a shard the old index named")
-	ckpt, err := OpenIndex(dir)
+	ckpt, err := Open(context.Background(), dir)
 	require.NoError(t, err)
+	assert.Equal(t, []string{"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"}, ckpt.Files())
 	require.NoError(t, ckpt.Close())
 }

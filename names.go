@@ -5,29 +5,29 @@ import (
 	"math/bits"
 )
 
-// nameIndex finds a tensor by name: an open-addressing hash table, at most
+// nameTable finds a tensor by name: an open-addressing hash table, at most
 // three quarters full, whose 32-bit slots hold the index of a tensor and, in
 // the bits the index leaves free, part of its name's hash, so that a probe
 // compares names only when those agree. It is smaller and faster to build
 // than a map[string]int, and read-only once built, so any number of
 // goroutines may use it. The hash is seeded at random, so crafted names
 // cannot make the probes long.
-type nameIndex struct {
+type nameTable struct {
 	slots   []uint32 // tag<<idxBits | index+1, or 0 for an empty slot
 	idxBits uint     // the low bits of a slot that hold the index
 	seed    maphash.Seed
 }
 
-// buildIndex indexes tensors by name. When a name occurs more than once, the
+// buildNameTable indexes tensors by name. When a name occurs more than once, the
 // index keeps the last, and dups lists the indices of the others.
-func buildIndex(tensors []TensorInfo) (x nameIndex, dups []int) {
+func buildNameTable(tensors []TensorInfo) (x nameTable, dups []int) {
 	n := 8
 	for 3*n < 4*len(tensors) {
 		n *= 2
 	}
 	// A header of at most MaxHeaderSize bytes holds fewer than 2^23 tensors,
 	// so at least 9 bits are left for the tag.
-	x = nameIndex{slots: make([]uint32, n), idxBits: uint(bits.Len(uint(len(tensors)))), seed: maphash.MakeSeed()}
+	x = nameTable{slots: make([]uint32, n), idxBits: uint(bits.Len(uint(len(tensors)))), seed: maphash.MakeSeed()}
 	mask := uint64(n - 1)
 	for i := range tensors {
 		name := tensors[i].Name
@@ -52,12 +52,12 @@ func buildIndex(tensors []TensorInfo) (x nameIndex, dups []int) {
 }
 
 // tag returns the bits of hash h that a slot keeps, in their place.
-func (x *nameIndex) tag(h uint64) uint32 {
+func (x *nameTable) tag(h uint64) uint32 {
 	return uint32(h>>32) &^ (1<<x.idxBits - 1)
 }
 
 // find returns the index of the named tensor, or -1.
-func (x *nameIndex) find(tensors []TensorInfo, name string) int {
+func (x *nameTable) find(tensors []TensorInfo, name string) int {
 	if len(x.slots) == 0 {
 		return -1
 	}

@@ -1,4 +1,4 @@
-package safetensors
+package checkpoint
 
 import (
 	"encoding/json"
@@ -6,6 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/internal/atomicfile"
+	"github.com/safetensors-go/safetensors/internal/regular"
 )
 
 // commit completes the checkpoint for Close. The directory holds a
@@ -31,29 +35,29 @@ import (
 //     checkpoint's shards (base-NNNNN-of-NNNNN.safetensors), a
 //     base.safetensors under a new index, the old index under a new single
 //     file.
-func (w *ShardedWriter) commit() error {
-	for _, fw := range w.shards {
-		if err := fw.Writer.Close(); err != nil {
+func (w *Writer) commit() error {
+	for _, s := range w.shards {
+		if err := s.w.Close(); err != nil {
 			w.Abort()
 			return err
 		}
-		if err := fw.f.flush(); err != nil {
+		if err := s.f.Flush(); err != nil {
 			w.Abort()
 			return err
 		}
 	}
-	indexPath := filepath.Join(w.dir, w.base+IndexSuffix)
+	indexPath := filepath.Join(w.dir, w.indexName)
 	old := oldShards(indexPath)
 	var keep []string
 	if w.index == nil {
 		// One shard, base.safetensors, and no index.
-		if err := w.shards[0].f.rename(); err != nil {
+		if err := w.shards[0].f.Rename(); err != nil {
 			return err
 		}
-		syncDir(w.dir)
+		atomicfile.SyncDir(w.dir)
 		keep = w.files
-		if err := removeFile(indexPath); err == nil {
-			syncDir(w.dir)
+		if err := atomicfile.Remove(indexPath); err == nil {
+			atomicfile.SyncDir(w.dir)
 		}
 	} else {
 		var err error
@@ -67,7 +71,7 @@ func (w *ShardedWriter) commit() error {
 
 // commitSharded puts the shards and the index in place, and returns the
 // file names the index gives the shards.
-func (w *ShardedWriter) commitSharded(indexPath string) ([]string, error) {
+func (w *Writer) commitSharded(indexPath string) ([]string, error) {
 	taken := false
 	for _, file := range w.files {
 		if _, err := os.Lstat(filepath.Join(w.dir, file)); !os.IsNotExist(err) {
@@ -76,14 +80,14 @@ func (w *ShardedWriter) commitSharded(indexPath string) ([]string, error) {
 		}
 	}
 	if !taken {
-		for i, fw := range w.shards {
-			if err := fw.f.rename(); err != nil {
+		for i, s := range w.shards {
+			if err := s.f.Rename(); err != nil {
 				w.Abort()
 				w.removeAll(w.files[:i])
 				return nil, err
 			}
 		}
-		syncDir(w.dir)
+		atomicfile.SyncDir(w.dir)
 		if err := writeIndex(indexPath, w.index); err != nil {
 			w.removeAll(w.files)
 			return nil, err
@@ -92,35 +96,35 @@ func (w *ShardedWriter) commitSharded(indexPath string) ([]string, error) {
 	}
 
 	staged := make([]string, len(w.shards))
-	for i, fw := range w.shards {
-		staged[i] = filepath.Base(fw.f.f.Name())
+	for i, s := range w.shards {
+		staged[i] = filepath.Base(s.f.Name())
 	}
 	weightMap := make(map[string]string, len(w.where))
 	for name, i := range w.where {
 		weightMap[name] = staged[i]
 	}
-	syncDir(w.dir)
+	atomicfile.SyncDir(w.dir)
 	if err := writeIndex(indexPath, appendIndex(nil, w.params, w.total, weightMap)); err != nil {
 		w.Abort()
 		return nil, err
 	}
-	for _, fw := range w.shards {
-		fw.f.done = true
+	for _, s := range w.shards {
+		s.f.Keep()
 	}
 	// The new checkpoint is in place; what follows only renames it, and a
 	// failure leaves it under the staged names.
 	for i, file := range staged {
 		final := filepath.Join(w.dir, w.files[i])
-		link := tempName(final)
-		if err := linkFile(filepath.Join(w.dir, file), link); err != nil {
+		link := atomicfile.TempName(final)
+		if err := atomicfile.Link(filepath.Join(w.dir, file), link); err != nil {
 			return staged, nil
 		}
-		if err := renameFile(link, final); err != nil {
-			removeFile(link)
+		if err := atomicfile.Rename(link, final); err != nil {
+			atomicfile.Remove(link)
 			return staged, nil
 		}
 	}
-	syncDir(w.dir)
+	atomicfile.SyncDir(w.dir)
 	if err := writeIndex(indexPath, w.index); err != nil {
 		return staged, nil
 	}
@@ -130,23 +134,23 @@ func (w *ShardedWriter) commitSharded(indexPath string) ([]string, error) {
 
 // writeIndex writes data to the index file at path atomically.
 func writeIndex(path string, data []byte) error {
-	f, err := createAtomic(path)
+	f, err := atomicfile.Create(path)
 	if err != nil {
 		return err
 	}
-	if _, err := f.f.Write(data); err != nil {
-		f.abort()
+	if _, err := f.Write(data); err != nil {
+		f.Abort()
 		return err
 	}
-	return f.commit()
+	return f.Commit()
 }
 
 // removeAll removes the named files of the directory, as far as it can.
-func (w *ShardedWriter) removeAll(files []string) {
+func (w *Writer) removeAll(files []string) {
 	for _, file := range files {
-		removeFile(filepath.Join(w.dir, file))
+		atomicfile.Remove(filepath.Join(w.dir, file))
 	}
-	syncDir(w.dir)
+	atomicfile.SyncDir(w.dir)
 }
 
 // oldShards returns the file names of the shards that the index at path
@@ -156,7 +160,7 @@ func (w *ShardedWriter) removeAll(files []string) {
 // temporary file, which an index lists where hard links fail), so that an
 // index naming config.json does not make a save remove it.
 func oldShards(path string) []string {
-	f, err := openRegular(path)
+	f, err := regular.Open(os.OpenFile, path)
 	if err != nil {
 		return nil
 	}
@@ -164,7 +168,7 @@ func oldShards(path string) []string {
 	var index struct {
 		WeightMap map[string]any `json:"weight_map"`
 	}
-	if err := json.NewDecoder(io.LimitReader(f, maxIndexSize)).Decode(&index); err != nil {
+	if err := json.NewDecoder(io.LimitReader(f, MaxFileSize)).Decode(&index); err != nil {
 		return nil
 	}
 	var files []string
@@ -179,7 +183,7 @@ func oldShards(path string) []string {
 // shardLike reports whether file may be a shard: a safetensors file, or a
 // writer's temporary file.
 func shardLike(file string) bool {
-	temp, _ := filepath.Match(TempPattern, file)
+	temp, _ := filepath.Match(safetensors.TempPattern, file)
 	return strings.HasSuffix(file, ".safetensors") || temp
 }
 
@@ -187,48 +191,45 @@ func shardLike(file string) bool {
 // whose shards are keep, does not use: old, the shards the old index named;
 // the files named like this checkpoint's shards; and base.safetensors when
 // the new checkpoint has an index.
-func (w *ShardedWriter) removeOld(old, keep []string) {
+func (w *Writer) removeOld(old, keep []string) {
 	kept := make(map[string]bool, len(keep)+1)
 	for _, file := range keep {
 		kept[file] = true
 	}
-	kept[w.base+IndexSuffix] = true
+	kept[w.indexName] = true
 	drop := make(map[string]bool)
 	for _, file := range old {
 		drop[file] = true
 	}
 	if w.index != nil {
-		drop[w.base+".safetensors"] = true
+		drop[w.stem+".safetensors"] = true
 	}
 	if entries, err := os.ReadDir(w.dir); err == nil {
 		for _, e := range entries {
-			if isShardName(e.Name(), w.base) {
+			if isShardName(e.Name(), w.stem) {
 				drop[e.Name()] = true
 			}
 		}
 	}
 	removed := false
 	for file := range drop {
-		if !kept[file] && removeFile(filepath.Join(w.dir, file)) == nil {
+		if !kept[file] && atomicfile.Remove(filepath.Join(w.dir, file)) == nil {
 			removed = true
 		}
 	}
 	if removed {
-		syncDir(w.dir)
+		atomicfile.SyncDir(w.dir)
 	}
 }
 
-// isShardName reports whether name is that of a shard of a checkpoint with
-// the given base name: base-00001-of-00003.safetensors.
-func isShardName(name, base string) bool {
-	rest, ok := strings.CutPrefix(name, base+"-")
+// isShardName reports whether name is that of a shard of a checkpoint
+// whose files' names start with stem (the base name, and the variant):
+// model-00001-of-00003.safetensors, model.fp16-00001-of-00003.safetensors.
+func isShardName(name, stem string) bool {
+	rest, ok := strings.CutPrefix(name, stem+"-")
 	if !ok {
 		return false
 	}
 	rest, ok = strings.CutSuffix(rest, ".safetensors")
-	digits := func(s string) bool {
-		return len(s) == 5 && strings.Trim(s, "0123456789") == ""
-	}
-	i, of, ok2 := strings.Cut(rest, "-of-")
-	return ok && ok2 && digits(i) && digits(of)
+	return ok && isShardSuffix(rest)
 }

@@ -1,8 +1,9 @@
-package safetensors
+package load
 
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +18,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/checkpoint"
 	"github.com/safetensors-go/safetensors/internal/pagecache"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -24,7 +27,7 @@ import (
 
 // loadFixture writes a file of tensors of awkward sizes: empty, smaller
 // than a block, unaligned, and larger than several chunks.
-func loadFixture(t *testing.T) (path string, tensors []Tensor) {
+func loadFixture(t *testing.T) (path string, tensors []safetensors.Tensor) {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i, n := range []int{0, 1, 3, 4095, 4096, 4097, 100_000, 0, 70_001, 5, 300_000, 12_289} {
@@ -32,18 +35,26 @@ func loadFixture(t *testing.T) (path string, tensors []Tensor) {
 		for j := range data {
 			data[j] = byte(rng.Uint32()) | 1
 		}
-		tensors = append(tensors, Tensor{Name: fmt.Sprintf("t%02d", i), DType: U8, Shape: []uint64{uint64(n)}, Data: data})
+		tensors = append(tensors, safetensors.Tensor{Name: fmt.Sprintf("t%02d", i), DType: safetensors.U8, Shape: []uint64{uint64(n)}, Data: data})
 	}
 	path = filepath.Join(t.TempDir(), "load.safetensors")
-	require.NoError(t, WriteFile(path, tensors, map[string]string{"k": "v"}))
+	require.NoError(t, safetensors.WriteFile(path, tensors, map[string]string{"k": "v"}))
 	return path, tensors
 }
 
+// sourceFunc is a Source of the caller's data sections.
+type sourceFunc func() ([]safetensors.DataSection, error)
+
+func (f sourceFunc) DataSections() ([]safetensors.DataSection, error) { return f() }
+
+// What the checkpoint package opens, a Loader reads.
+var _ Source = (*checkpoint.Checkpoint)(nil)
+
 // collect loads src and returns copies of the tensors by name, checking
 // that each is handed over once.
-func collect(t *testing.T, l *Loader, src LoadSource) map[string]Tensor {
+func collect(t *testing.T, l *Loader, src Source) map[string]safetensors.Tensor {
 	t.Helper()
-	got := make(map[string]Tensor)
+	got := make(map[string]safetensors.Tensor)
 	for tensor, err := range l.Load(context.Background(), src) {
 		require.NoError(t, err)
 		_, dup := got[tensor.Name]
@@ -59,7 +70,7 @@ func collect(t *testing.T, l *Loader, src LoadSource) map[string]Tensor {
 	return got
 }
 
-func assertTensors(t *testing.T, want []Tensor, got map[string]Tensor) {
+func assertTensors(t *testing.T, want []safetensors.Tensor, got map[string]safetensors.Tensor) {
 	t.Helper()
 	require.Len(t, got, len(want))
 	for _, w := range want {
@@ -71,8 +82,9 @@ func assertTensors(t *testing.T, want []Tensor, got map[string]Tensor) {
 	}
 }
 
-// TestLoader loads a file through every kind of Reader, with memory small
-// enough that the Loader reuses it many times, in every mode.
+// TestLoader loads a file through every kind of Reader, and as a
+// checkpoint of one file, with memory small enough that the Loader reuses
+// it many times, in every mode.
 func TestLoader(t *testing.T) {
 	path, tensors := loadFixture(t)
 	raw, err := os.ReadFile(path)
@@ -80,11 +92,24 @@ func TestLoader(t *testing.T) {
 	f, err := os.Open(path)
 	require.NoError(t, err)
 	defer f.Close()
-	sources := map[string]func() (*Reader, error){
-		"Open":        func() (*Reader, error) { return Open(path) },
-		"ReadAll":     func() (*Reader, error) { return Open(path, ReadAll()) },
-		"NewReader":   func() (*Reader, error) { return NewReader(raw) },
-		"NewReaderAt": func() (*Reader, error) { return NewReaderAt(f, int64(len(raw))) },
+	reader := func(open func() (*safetensors.Reader, error)) func() (Source, io.Closer, error) {
+		return func() (Source, io.Closer, error) {
+			r, err := open()
+			if err != nil {
+				return nil, nil, err
+			}
+			return r, r, nil
+		}
+	}
+	sources := map[string]func() (Source, io.Closer, error){
+		"Open":        reader(func() (*safetensors.Reader, error) { return safetensors.Open(path) }),
+		"ReadAll":     reader(func() (*safetensors.Reader, error) { return safetensors.Open(path, safetensors.ReadAll()) }),
+		"NewReader":   reader(func() (*safetensors.Reader, error) { return safetensors.NewReader(raw) }),
+		"NewReaderAt": reader(func() (*safetensors.Reader, error) { return safetensors.NewReaderAt(f, int64(len(raw))) }),
+		"checkpoint": func() (Source, io.Closer, error) {
+			c, err := checkpoint.Open(context.Background(), path)
+			return c, c, err
+		},
 	}
 	loaders := map[string]*Loader{
 		"default":         {},
@@ -100,24 +125,89 @@ func TestLoader(t *testing.T) {
 	for sname, open := range sources {
 		for lname, l := range loaders {
 			t.Run(sname+"/"+lname, func(t *testing.T) {
-				r, err := open()
+				src, closer, err := open()
 				require.NoError(t, err)
-				defer r.Close()
-				assertTensors(t, tensors, collect(t, l, r))
+				defer closer.Close()
+				assertTensors(t, tensors, collect(t, l, src))
 				// The Loader again, reusing its buffer.
-				assertTensors(t, tensors, collect(t, l, r))
+				assertTensors(t, tensors, collect(t, l, src))
 			})
 		}
 	}
 }
 
+// shardedFixture is testdata/sharded: tensors.json, the tensors that
+// make_index.py gives the Hugging Face libraries to shard, and the largest
+// shard it asks for.
+type shardedFixture struct {
+	maxSize int64
+	tensors []safetensors.Tensor
+}
+
+func loadShardedFixture(t *testing.T) shardedFixture {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "testdata", "sharded", "tensors.json"))
+	require.NoError(t, err)
+	var spec struct {
+		MaxShardSize int64 `json:"max_shard_size"`
+		Tensors      []struct {
+			Name  string            `json:"name"`
+			DType safetensors.DType `json:"dtype"`
+			Shape []uint64          `json:"shape"`
+		} `json:"tensors"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &spec))
+	fx := shardedFixture{maxSize: spec.MaxShardSize}
+	for i, s := range spec.Tensors {
+		bits := uint64(s.DType.Bits())
+		for _, n := range s.Shape {
+			bits *= n
+		}
+		require.Zero(t, bits%8, s.Name)
+		data := make([]byte, bits/8)
+		for j := range data {
+			data[j] = byte(i*31 + j*7 + 1)
+		}
+		fx.tensors = append(fx.tensors, safetensors.Tensor{Name: s.Name, DType: s.DType, Shape: s.Shape, Data: data})
+	}
+	return fx
+}
+
+// writeFixture writes the fixture's checkpoint into a new directory.
+func writeFixture(t *testing.T, fx shardedFixture) string {
+	t.Helper()
+	dir := t.TempDir()
+	require.NoError(t, checkpoint.Write(dir, fx.tensors, checkpoint.MaxShardSize(fx.maxSize), checkpoint.FileMetadata(map[string]string{"format": "pt"})))
+	return dir
+}
+
+// editIndex rewrites the checkpoint's index through edit.
+func editIndex(t *testing.T, dir string, edit func(index map[string]any)) {
+	t.Helper()
+	path := filepath.Join(dir, "model.safetensors.index.json")
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var index map[string]any
+	require.NoError(t, d.Decode(&index))
+	edit(index)
+	raw, err = json.Marshal(index)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, raw, 0o644))
+}
+
+func weightMap(index map[string]any) map[string]any { return index["weight_map"].(map[string]any) }
+
 // TestLoaderSharded loads a checkpoint: the tensors its index lists.
 func TestLoaderSharded(t *testing.T) {
+	ctx := context.Background()
 	fx := loadShardedFixture(t)
 	dir := writeFixture(t, fx)
-	s, err := OpenIndex(dir)
+	s, err := checkpoint.Open(ctx, dir)
 	require.NoError(t, err)
 	defer s.Close()
+	require.Greater(t, len(s.Files()), 1)
 	for _, l := range []*Loader{{}, {ChunkSize: 4096, MemoryLimit: 1, NoCache: true}} {
 		assertTensors(t, fx.tensors, collect(t, l, s))
 	}
@@ -126,7 +216,7 @@ func TestLoaderSharded(t *testing.T) {
 		delete(weightMap(ix), "model.norm.weight")
 		delete(ix["metadata"].(map[string]any), "total_size")
 	})
-	s2, err := OpenIndex(dir)
+	s2, err := checkpoint.Open(ctx, dir)
 	require.NoError(t, err)
 	require.Equal(t, []string{"model.norm.weight"}, s2.Unlisted())
 	defer s2.Close()
@@ -154,67 +244,63 @@ func (f brokenReaderAt) ReadAt(p []byte, off int64) (int, error) {
 // the tensor and the file; a Buffer too small is refused.
 func TestLoaderErrors(t *testing.T) {
 	path, tensors := loadFixture(t)
-	r, err := Open(path)
+	r, err := safetensors.Open(path)
 	require.NoError(t, err)
 	defer r.Close()
-	files, err := r.LoadFiles()
+	ds, err := firstSection(r.DataSections())
 	require.NoError(t, err)
-	files[0].Data = brokenReaderAt{r: files[0].Data, bad: 200_000}
-	files[0].local = nil
+	require.Equal(t, path, ds.Path)
+	ds.Data = brokenReaderAt{r: ds.Data, bad: 200_000}
+	ds.Path, ds.Info = "", nil // read through Data, not the file
+	files := []safetensors.DataSection{ds}
 	var n int
 	var last error
-	for _, err := range (&Loader{ChunkSize: 4096}).Load(context.Background(), sourceFunc(func() ([]LoadFile, error) { return files, nil })) {
+	for _, err := range (&Loader{ChunkSize: 4096}).Load(context.Background(), sourceFunc(func() ([]safetensors.DataSection, error) { return files, nil })) {
 		n++
 		last = err
 	}
 	require.Error(t, last)
 	assert.True(t, errors.Is(last, errDisk), "%v", last)
-	var te *TensorError
+	var te *safetensors.TensorError
 	require.True(t, errors.As(last, &te))
 	assert.Equal(t, "t10", te.Name, "the tensor past offset 200000")
 	assert.Contains(t, last.Error(), path)
 	assert.Less(t, n, len(tensors)+1)
 
-	bad := []LoadFile{{Name: "custom", Data: files[0].Data, Tensors: []TensorInfo{{Name: "x", DType: U8, Shape: []uint64{1}, DataOffsets: [2]uint64{5, 4}}}}}
-	_, err = first((&Loader{}).Load(context.Background(), sourceFunc(func() ([]LoadFile, error) { return bad, nil })))
-	assert.True(t, errors.Is(err, ErrInvalidOffset), "%v", err)
+	bad := []safetensors.DataSection{{Name: "custom", Data: ds.Data, Tensors: []safetensors.TensorInfo{{Name: "x", DType: safetensors.U8, Shape: []uint64{1}, DataOffsets: [2]uint64{5, 4}}}}}
+	_, err = first((&Loader{}).Load(context.Background(), sourceFunc(func() ([]safetensors.DataSection, error) { return bad, nil })))
+	assert.True(t, errors.Is(err, safetensors.ErrInvalidOffset), "%v", err)
 	assert.ErrorContains(t, err, `tensor "x": invalid data offsets: custom: offsets [5, 4)`)
 
 	_, err = first((&Loader{Buffer: make([]byte, 300_000+4095)}).Load(context.Background(), r))
 	assert.ErrorIs(t, err, io.ErrShortBuffer)
 	assert.ErrorContains(t, err, "cannot hold the largest tensor, of 300000 bytes")
 
+	// An error of DataSections ends the loop.
+	boom := errors.New("no sections")
+	_, err = first((&Loader{}).Load(context.Background(), sourceFunc(func() ([]safetensors.DataSection, error) { return nil, boom })))
+	assert.ErrorIs(t, err, boom)
+
 	require.NoError(t, r.Close())
 	_, err = first((&Loader{}).Load(context.Background(), r))
-	assert.True(t, errors.Is(err, ErrClosed), "%v", err)
+	assert.True(t, errors.Is(err, safetensors.ErrClosed), "%v", err)
 }
 
-// What the package opens, a Loader reads.
-var (
-	_ LoadSource = (*Reader)(nil)
-	_ LoadSource = (*Sharded)(nil)
-	_ LoadSource = (*Model)(nil)
-)
-
-type sourceFunc func() ([]LoadFile, error)
-
-func (f sourceFunc) LoadFiles() ([]LoadFile, error) { return f() }
-
 // first returns the first error of a load.
-func first(seq func(func(Tensor, error) bool)) (Tensor, error) {
+func first(seq func(func(safetensors.Tensor, error) bool)) (safetensors.Tensor, error) {
 	for t, err := range seq {
 		if err != nil {
 			return t, err
 		}
 	}
-	return Tensor{}, nil
+	return safetensors.Tensor{}, nil
 }
 
 // TestLoaderStops breaks out of the loop and cancels the context: the
 // loads end, and their goroutines with them.
 func TestLoaderStops(t *testing.T) {
 	path, _ := loadFixture(t)
-	r, err := Open(path)
+	r, err := safetensors.Open(path)
 	require.NoError(t, err)
 	defer r.Close()
 	l := &Loader{ChunkSize: 4096, MemoryLimit: 1, Concurrency: 4}
@@ -238,23 +324,184 @@ func TestLoaderStops(t *testing.T) {
 		last = err
 	}
 	assert.True(t, errors.Is(last, context.Canceled), "%v", last)
+	assertNoLoadGoroutines(t)
+}
+
+// assertNoLoadGoroutines checks that no goroutine of a load is left
+// running, once those that are ending have ended.
+func assertNoLoadGoroutines(t *testing.T) {
+	t.Helper()
 	stacks := func() string {
 		buf := make([]byte, 1<<20)
 		return string(buf[:runtime.Stack(buf, true)])
 	}
-	assert.Eventually(t, func() bool { return !strings.Contains(stacks(), "safetensors.(*load)") }, 5*time.Second, 10*time.Millisecond, "goroutines left behind")
+	assert.Eventually(t, func() bool { return !strings.Contains(stacks(), "load.(*load)") }, 5*time.Second, 10*time.Millisecond, "goroutines left behind")
+}
+
+// blockingSource is a safetensors.ReaderAtContext whose ReadAtContext
+// blocks until its ctx is done, as an HTTP read of a stalled server does
+// until the request is aborted.
+type blockingSource struct {
+	started   chan struct{} // closed when the first read starts
+	once      sync.Once
+	cancelled atomic.Bool  // a read saw its ctx done
+	cause     atomic.Value // what ctx.Err() said then
+	plain     atomic.Int64 // calls of ReadAt
+}
+
+func (s *blockingSource) ReadAt(p []byte, off int64) (int, error) {
+	s.plain.Add(1)
+	return 0, errors.New("ReadAt of a source that has ReadAtContext")
+}
+
+func (s *blockingSource) ReadAtContext(ctx context.Context, p []byte, off int64) (int, error) {
+	s.once.Do(func() { close(s.started) })
+	<-ctx.Done()
+	s.cancelled.Store(true)
+	s.cause.Store(ctx.Err())
+	return 0, ctx.Err()
+}
+
+var _ safetensors.ReaderAtContext = (*blockingSource)(nil)
+
+// TestLoaderCancelBlockedRead cancels a load while its reads are blocked
+// inside a ReaderAtContext source: the loop ends within 100 ms, with an
+// error wrapping context.Canceled, and the source's reads saw their
+// context cancelled: they are aborted, not waited for.
+func TestLoaderCancelBlockedRead(t *testing.T) {
+	src := &blockingSource{started: make(chan struct{})}
+	sections := []safetensors.DataSection{{
+		Name: "stalled://model.safetensors",
+		Data: src,
+		Tensors: []safetensors.TensorInfo{
+			{Name: "a", DType: safetensors.U8, Shape: []uint64{1 << 20}, DataOffsets: [2]uint64{0, 1 << 20}},
+			{Name: "b", DType: safetensors.U8, Shape: []uint64{10}, DataOffsets: [2]uint64{1 << 20, 1<<20 + 10}},
+		},
+	}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type result struct {
+		errs  []error
+		names []string // tensors handed over
+		ended time.Time
+	}
+	done := make(chan result, 1)
+	go func() {
+		var res result
+		for tensor, err := range (&Loader{ChunkSize: 4096, Concurrency: 4}).Load(ctx, sourceFunc(func() ([]safetensors.DataSection, error) { return sections, nil })) {
+			if err == nil {
+				res.names = append(res.names, tensor.Name)
+			}
+			res.errs = append(res.errs, err)
+		}
+		res.ended = time.Now()
+		done <- res
+	}()
+	select {
+	case <-src.started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no read started")
+	}
+	cancelled := time.Now()
+	cancel()
+	var res result
+	select {
+	case res = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the loop did not end after its context was cancelled: the reads blocked in the source were not aborted")
+	}
+	took := res.ended.Sub(cancelled)
+	assert.Empty(t, res.names, "tensors handed over from a source that never answers")
+	errs := res.errs
+	require.Len(t, errs, 1)
+	assert.ErrorIs(t, errs[0], context.Canceled)
+	assert.Less(t, took, 100*time.Millisecond, "the loop ended %v after the cancel", took)
+	assert.True(t, src.cancelled.Load(), "the source never saw its context done")
+	assert.Equal(t, context.Canceled, src.cause.Load())
+	assert.Zero(t, src.plain.Load(), "ReadAt called")
+	assertNoLoadGoroutines(t)
+}
+
+// countingSource reads data through ReadAtContext, where withContext, and
+// counts the calls of each method; it checks that the load's ctx, which
+// carries ctxKey, reaches ReadAtContext.
+type countingSource struct {
+	data     []byte
+	plain    atomic.Int64
+	ctxReads atomic.Int64
+	badCtx   atomic.Int64 // ReadAtContext calls whose ctx lacks ctxKey
+}
+
+type ctxKey struct{}
+
+func (s *countingSource) ReadAt(p []byte, off int64) (int, error) {
+	s.plain.Add(1)
+	return bytes.NewReader(s.data).ReadAt(p, off)
+}
+
+// withContext is countingSource with ReadAtContext.
+type withContext struct{ *countingSource }
+
+func (s withContext) ReadAtContext(ctx context.Context, p []byte, off int64) (int, error) {
+	s.ctxReads.Add(1)
+	if ctx.Value(ctxKey{}) != "load" {
+		s.badCtx.Add(1)
+	}
+	return bytes.NewReader(s.data).ReadAt(p, off)
+}
+
+// TestLoaderReadAt: a source with ReadAtContext is read through it, under
+// the load's context, and a source without it is read with ReadAt.
+func TestLoaderReadAt(t *testing.T) {
+	path, tensors := loadFixture(t)
+	r, err := safetensors.Open(path, safetensors.ReadAll())
+	require.NoError(t, err)
+	defer r.Close()
+	ds, err := firstSection(r.DataSections())
+	require.NoError(t, err)
+	data := make([]byte, r.Header().DataLen())
+	_, err = ds.Data.ReadAt(data, 0)
+	require.NoError(t, err)
+	ctx := context.WithValue(context.Background(), ctxKey{}, "load")
+	load := func(t *testing.T, src io.ReaderAt) {
+		t.Helper()
+		got := make(map[string]safetensors.Tensor)
+		sections := []safetensors.DataSection{{Name: "counted", Data: src, Tensors: ds.Tensors}}
+		for tensor, err := range (&Loader{ChunkSize: 4096}).Load(ctx, sourceFunc(func() ([]safetensors.DataSection, error) { return sections, nil })) {
+			require.NoError(t, err)
+			tensor.Data = bytes.Clone(tensor.Data)
+			got[tensor.Name] = tensor
+		}
+		assertTensors(t, tensors, got)
+	}
+
+	t.Run("ReadAt", func(t *testing.T) {
+		src := &countingSource{data: data}
+		_, isCtx := io.ReaderAt(src).(safetensors.ReaderAtContext)
+		require.False(t, isCtx)
+		load(t, src)
+		assert.Greater(t, src.plain.Load(), int64(len(tensors)/2), "read with ReadAt")
+		assert.Zero(t, src.ctxReads.Load())
+	})
+	t.Run("ReadAtContext", func(t *testing.T) {
+		src := &countingSource{data: data}
+		load(t, withContext{src})
+		assert.Greater(t, src.ctxReads.Load(), int64(len(tensors)/2), "read with ReadAtContext")
+		assert.Zero(t, src.plain.Load(), "ReadAt called")
+		assert.Zero(t, src.badCtx.Load(), "reads under a context that is not the load's")
+	})
 }
 
 // TestLoaderReplacedFile: a file replaced after Open is read from the
 // mapping, never from the new file.
 func TestLoaderReplacedFile(t *testing.T) {
 	path, tensors := loadFixture(t)
-	r, err := Open(path)
+	r, err := safetensors.Open(path)
 	require.NoError(t, err)
 	defer r.Close()
-	other := append([]Tensor(nil), tensors...)
-	other[4] = Tensor{Name: "t04", DType: U8, Shape: []uint64{4096}, Data: bytes.Repeat([]byte{9}, 4096)}
-	require.NoError(t, WriteFile(path, other, map[string]string{"k": "v"}))
+	other := append([]safetensors.Tensor(nil), tensors...)
+	other[4] = safetensors.Tensor{Name: "t04", DType: safetensors.U8, Shape: []uint64{4096}, Data: bytes.Repeat([]byte{9}, 4096)}
+	require.NoError(t, safetensors.WriteFile(path, other, map[string]string{"k": "v"}))
 	assertTensors(t, tensors, collect(t, &Loader{NoCache: true}, r))
 }
 
@@ -296,26 +543,6 @@ func TestArena(t *testing.T) {
 			lives = append(lives, live{b, b + n, slot})
 		}
 	}
-}
-
-// TestReadAllParallel reads a file larger than several chunks with
-// ReadAll, which reads it with several goroutines.
-func TestReadAllParallel(t *testing.T) {
-	data := make([]byte, 3*1024*1024+77)
-	for i := range data {
-		data[i] = byte(i*7 + i>>10)
-	}
-	var buf bytes.Buffer
-	for _, w := range []int{1, 2, 5} {
-		buf.Reset()
-		got := make([]byte, len(data)-100)
-		require.NoError(t, readParallel(bytes.NewReader(data), got, 100, w, 4096*3))
-		assert.True(t, bytes.Equal(data[100:], got))
-	}
-	err := readParallel(brokenReaderAt{r: bytes.NewReader(data), bad: 1 << 20}, make([]byte, len(data)), 0, 4, 4096)
-	assert.True(t, errors.Is(err, errDisk), "%v", err)
-	err = readParallel(bytes.NewReader(data), make([]byte, len(data)), 1, 4, 4096)
-	assert.True(t, errors.Is(err, io.ErrUnexpectedEOF), "%v", err)
 }
 
 // TestLoaderDirect checks that NoCache reads the aligned middle of large
@@ -363,12 +590,12 @@ func skipWithoutDirect(t *testing.T, path string) {
 // directFixture returns loadFixture's file, its path and tensors, opened
 // with a pagecache.Probe and with Open; it skips the test where the file system
 // refuses direct I/O or no probe can tell which pages are cached.
-func directFixture(t *testing.T) (path string, tensors []Tensor, f *os.File, probe *pagecache.Probe, r *Reader) {
+func directFixture(t *testing.T) (path string, tensors []safetensors.Tensor, f *os.File, probe *pagecache.Probe, r *safetensors.Reader) {
 	t.Helper()
 	path, tensors = loadFixture(t)
 	skipWithoutDirect(t, path)
 	f, probe = probeFile(t, path)
-	r, err := Open(path)
+	r, err := safetensors.Open(path)
 	require.NoError(t, err)
 	t.Cleanup(func() { r.Close() })
 	return path, tensors, f, probe, r
@@ -550,7 +777,7 @@ func testLoaderNoCachePartlyCached(t *testing.T) {
 	for _, chunk := range []int{8192, 12288, 1 << 20} {
 		// The pages up to half (a page boundary inside t10, the largest
 		// tensor) cached, those after not.
-		t10 := r.h.Tensors[10]
+		t10 := r.Header().Tensors[10]
 		require.Equal(t, "t10", t10.Name)
 		half := (data + int64(t10.DataOffsets[0]+t10.DataOffsets[1])/2) &^ (page - 1)
 		// The kernel may evict a page of the first half before the load
@@ -615,19 +842,19 @@ func testLoaderNoCachePartlyCached(t *testing.T) {
 func TestLoaderNoCacheLargeFolios(t *testing.T) { eachProbe(t, testLoaderNoCacheLargeFolios) }
 
 func testLoaderNoCacheLargeFolios(t *testing.T) {
-	var tensors []Tensor
+	var tensors []safetensors.Tensor
 	for i, n := range []int{5, 3<<20 + 1001, 4 << 20, 6<<20 - 77, 1 << 20} {
 		data := make([]byte, n)
 		for j := range data {
 			data[j] = byte(i + j>>12 + 1)
 		}
-		tensors = append(tensors, Tensor{Name: fmt.Sprintf("t%d", i), DType: U8, Shape: []uint64{uint64(n)}, Data: data})
+		tensors = append(tensors, safetensors.Tensor{Name: fmt.Sprintf("t%d", i), DType: safetensors.U8, Shape: []uint64{uint64(n)}, Data: data})
 	}
 	path := filepath.Join(t.TempDir(), "large.safetensors")
-	require.NoError(t, WriteFile(path, tensors, nil))
+	require.NoError(t, safetensors.WriteFile(path, tensors, nil))
 	skipWithoutDirect(t, path)
 	f, probe := probeFile(t, path)
-	r, err := Open(path)
+	r, err := safetensors.Open(path)
 	require.NoError(t, err)
 	defer r.Close()
 	size := fileSize(t, f)
@@ -640,34 +867,47 @@ func testLoaderNoCacheLargeFolios(t *testing.T) {
 	}
 }
 
+// dataAt returns the offset of d's memory from buf's start, and whether d
+// lies within buf.
+func dataAt(buf, d []byte) (int, bool) {
+	b := uintptr(unsafe.Pointer(unsafe.SliceData(buf)))
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(d)))
+	return int(p - b), p >= b && p+uintptr(len(d)) <= b+uintptr(len(buf))
+}
+
 // TestReadInto opens a file and a sharded checkpoint with ReadInto: the
 // data in the caller's buffer, where the documentation says, valid after
 // Close, and a buffer too small refused.
 func TestReadInto(t *testing.T) {
 	path, tensors := loadFixture(t)
-	plain, err := Open(path)
+	plain, err := safetensors.Open(path)
 	require.NoError(t, err)
 	defer plain.Close()
 	size := int(plain.Header().DataLen())
-	section := plain.data
+	ds, err := firstSection(plain.DataSections())
+	require.NoError(t, err)
+	section := make([]byte, size)
+	_, err = ds.Data.ReadAt(section, 0)
+	require.NoError(t, err)
 
 	inside := func(t *testing.T, buf []byte, d []byte) {
 		t.Helper()
 		if len(d) == 0 {
 			return
 		}
-		b := uintptr(unsafe.Pointer(unsafe.SliceData(buf)))
-		p := uintptr(unsafe.Pointer(unsafe.SliceData(d)))
-		require.True(t, p >= b && p+uintptr(len(d)) <= b+uintptr(len(buf)), "in the caller's buffer")
+		_, ok := dataAt(buf, d)
+		require.True(t, ok, "in the caller's buffer")
 	}
 	for _, extra := range []int{0, 1, 4096} {
 		buf := make([]byte, size+extra)
 		for i := range buf {
 			buf[i] = 0xEE
 		}
-		r, err := Open(path, ReadInto(buf))
+		r, err := safetensors.Open(path, safetensors.ReadInto(buf))
 		require.NoError(t, err)
-		assert.Nil(t, r.mapping)
+		rds, err := firstSection(r.DataSections())
+		require.NoError(t, err)
+		assert.Empty(t, rds.Path, "read into memory, not mapped")
 		got, err := r.Tensors()
 		require.NoError(t, err)
 		require.NoError(t, r.Close())
@@ -680,25 +920,26 @@ func TestReadInto(t *testing.T) {
 	}
 
 	for _, buf := range [][]byte{nil, make([]byte, size-1)} {
-		_, err = Open(path, ReadInto(buf))
+		_, err = safetensors.Open(path, safetensors.ReadInto(buf))
 		assert.ErrorIs(t, err, io.ErrShortBuffer)
 		assert.ErrorContains(t, err, path)
 		assert.ErrorContains(t, err, fmt.Sprintf("data section of %d bytes does not fit in ReadInto's buffer of %d bytes", size, len(buf)))
 	}
 	empty := filepath.Join(t.TempDir(), "empty.safetensors")
-	require.NoError(t, WriteFile(empty, []Tensor{{Name: "e", DType: F32, Shape: []uint64{0}}}, nil))
-	r, err := Open(empty, ReadInto(nil))
+	require.NoError(t, safetensors.WriteFile(empty, []safetensors.Tensor{{Name: "e", DType: safetensors.F32, Shape: []uint64{0}}}, nil))
+	r, err := safetensors.Open(empty, safetensors.ReadInto(nil))
 	require.NoError(t, err, "an empty data section fits in no buffer")
 	require.NoError(t, r.Close())
 
 	// A checkpoint: each shard's section at a multiple of 64 bytes, none
 	// overlapping, all within the sum of the sections rounded up.
+	ctx := context.Background()
 	fx := loadShardedFixture(t)
 	dir := writeFixture(t, fx)
-	s, err := OpenIndex(dir)
+	s, err := checkpoint.Open(ctx, dir)
 	require.NoError(t, err)
 	need, sum := 0, 0
-	for _, shard := range s.Shards() {
+	for _, shard := range s.Files() {
 		h, err := s.Header(shard)
 		require.NoError(t, err)
 		need += (int(h.DataLen()) + 63) / 64 * 64
@@ -706,25 +947,43 @@ func TestReadInto(t *testing.T) {
 	}
 	require.NoError(t, s.Close())
 	buf := make([]byte, need)
-	s, err = OpenIndex(dir, ReadInto(buf), Strict())
+	s, err = checkpoint.Open(ctx, dir, checkpoint.ReadOptions(safetensors.ReadInto(buf)), checkpoint.Strict())
 	require.NoError(t, err)
 	got, err := s.Tensors()
 	require.NoError(t, err)
 	type span struct{ b, e int }
 	var spans []span
-	for i, shard := range s.Shards() {
-		r := s.shards[i]
-		inside(t, buf, r.data)
-		if len(r.data) > 0 {
-			off := int(uintptr(unsafe.Pointer(unsafe.SliceData(r.data))) - uintptr(unsafe.Pointer(unsafe.SliceData(buf))))
-			assert.Zero(t, off%64, "%s at offset %d", shard, off)
-			for _, o := range spans {
-				assert.True(t, off+len(r.data) <= o.b || o.e <= off, "%s overlaps another shard", shard)
+	for _, shard := range s.Files() {
+		// Where the shard's data section is in buf, from its tensors: each
+		// at its offset from the section's start.
+		h, err := s.Header(shard)
+		require.NoError(t, err)
+		start := -1
+		for _, info := range h.Tensors {
+			tensor, err := s.Tensor(info.Name)
+			require.NoError(t, err)
+			inside(t, buf, tensor.Data)
+			if len(tensor.Data) == 0 {
+				continue
 			}
-			spans = append(spans, span{off, off + len(r.data)})
+			at, _ := dataAt(buf, tensor.Data)
+			if start < 0 {
+				start = at - int(info.DataOffsets[0])
+			}
+			assert.Equal(t, start+int(info.DataOffsets[0]), at, "%s: %s not at its offset from the section's start", shard, info.Name)
 		}
+		if start < 0 {
+			continue // no bytes
+		}
+		end := start + int(h.DataLen())
+		assert.True(t, start >= 0 && end <= len(buf), "%s: [%d, %d) outside the buffer", shard, start, end)
+		assert.Zero(t, start%64, "%s at offset %d", shard, start)
+		for _, o := range spans {
+			assert.True(t, end <= o.b || o.e <= start, "%s overlaps another shard", shard)
+		}
+		spans = append(spans, span{start, end})
 	}
-	require.Len(t, spans, len(s.Shards()))
+	require.Len(t, spans, len(s.Files()))
 	require.NoError(t, s.Close())
 	require.Len(t, got, len(fx.tensors))
 	for _, g := range got {
@@ -738,7 +997,15 @@ func TestReadInto(t *testing.T) {
 		}
 		assert.True(t, found, g.Name)
 	}
-	_, err = OpenIndex(dir, ReadInto(make([]byte, sum-1)))
+	_, err = checkpoint.Open(ctx, dir, checkpoint.ReadOptions(safetensors.ReadInto(make([]byte, sum-1))))
 	assert.ErrorIs(t, err, io.ErrShortBuffer)
-	assert.ErrorContains(t, err, "taken by other shards")
+	assert.ErrorContains(t, err, "taken by other files opened with it")
+}
+
+// firstSection returns the one section of a Reader's DataSections.
+func firstSection(s []safetensors.DataSection, err error) (safetensors.DataSection, error) {
+	if err != nil {
+		return safetensors.DataSection{}, err
+	}
+	return s[0], nil
 }

@@ -1,9 +1,24 @@
-package safetensors
+// Package load fills memory from a model's files the way an inference
+// server fills a device: a [Loader] reads the tensors of a checkpoint, a
+// file, or any source described by safetensors.DataSection values, with
+// several goroutines in large chunks, into a bounded amount of memory that
+// it reuses, and hands each tensor over as soon as all its bytes have
+// arrived: at the speed of the disk, the page cache or the network.
+//
+// It can read local files without leaving them in the page cache (direct
+// I/O and page-cache probes, on Linux), for machines whose devices share
+// the host's memory. Cancelling a load's context aborts its reads in
+// flight, remote ones included: a source that is a
+// safetensors.ReaderAtContext, as the remote package's files are, is read
+// under the load's context.
+//
+// To read one file whole into memory of its own, in one call, use
+// safetensors.Load; a whole model, the checkpoint package's Load.
+package load
 
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"iter"
@@ -12,7 +27,9 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/safetensors-go/safetensors"
 	"github.com/safetensors-go/safetensors/internal/pagecache"
+	"github.com/safetensors-go/safetensors/internal/regular"
 )
 
 // defaultChunkSize is how many bytes one read asks for, by default: large
@@ -25,128 +42,20 @@ const defaultChunkSize = 16 << 20
 // in flight while the processors copy.
 func defaultConcurrency() int { return max(4, runtime.GOMAXPROCS(0)) }
 
-// readParallel fills p from r at off, as readFullAt does, with up to
-// workers goroutines each reading chunks of chunk bytes.
-func readParallel(r io.ReaderAt, p []byte, off int64, workers, chunk int) error {
-	n := (len(p) + chunk - 1) / chunk
-	if n <= 1 || workers <= 1 {
-		return readFullAt(r, p, off)
-	}
-	workers = min(workers, n)
-	var wg sync.WaitGroup
-	errs := make([]error, workers)
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			// Worker w reads chunks w, w+workers, ...: each goroutine
-			// streams through its own part, in order.
-			for i := w; i < n; i += workers {
-				b, e := i*chunk, min((i+1)*chunk, len(p))
-				if err := readFullAt(r, p[b:e], off+int64(b)); err != nil {
-					errs[w] = err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
-
-// A LoadFile is one file, or one object, that a Loader reads tensors from.
-// Reader.LoadFiles and Sharded.LoadFiles (and so Model's) describe theirs;
-// a caller may describe any other source of safetensors data, such as an
-// object store, with an io.ReaderAt, in a LoadSource of its own.
-type LoadFile struct {
-	// Name is what errors call the file: its path or URL.
-	Name string
-	// Data reads the file's data section: offset 0 is the first byte after
-	// the header. It must allow concurrent ReadAt calls.
-	Data io.ReaderAt
-	// Tensors are the tensors to load, with their offsets into Data. A
-	// Loader reads them in this order, several at once.
-	Tensors []TensorInfo
-
-	// local is the file on disk that Data reads, which the Loader opens
-	// itself, so that it can read it with direct I/O.
-	local *localFile
-}
-
-// localFile is a file on disk, as Open found it.
-type localFile struct {
-	path       string
-	info       os.FileInfo // to check that the path still names the same file
-	dataOffset int64
-}
-
-// A LoadSource is what a Loader reads: the files of a Reader, a Sharded or
-// a Model, or those a caller describes.
-type LoadSource interface {
-	// LoadFiles describes the files to read, and in each the tensors to
+// A Source is what a Loader reads: a *safetensors.Reader, a
+// *checkpoint.Checkpoint (of one file or of many), or any value that
+// describes the data sections of its files, such as objects in a store of
+// the caller's.
+type Source interface {
+	// DataSections describes the files to read, and in each the tensors to
 	// load. It is called once by each Loader.Load, when the loop starts.
-	LoadFiles() ([]LoadFile, error)
+	DataSections() ([]safetensors.DataSection, error)
 }
 
-// LoadFiles describes the Reader's file for a Loader. A Reader from Open is
-// read from its file with pread, which the Loader opens again by name (or,
-// if the name no longer leads to the file Open mapped, from the mapping);
-// one from NewReaderAt through its io.ReaderAt; one from NewReader, or
-// Open with ReadAll, from its memory.
-func (r *Reader) LoadFiles() ([]LoadFile, error) {
-	if r.closed.Load() {
-		return nil, ErrClosed
-	}
-	lf := LoadFile{Name: r.name, Tensors: r.h.Tensors}
-	switch {
-	case r.ra != nil:
-		lf.Data = io.NewSectionReader(r.ra, r.base, int64(r.h.DataLen()))
-	case r.local != nil && r.mapping != nil:
-		lf.local = r.local
-		lf.Data = sliceReaderAt(r.data)
-	default:
-		lf.Data = sliceReaderAt(r.data)
-	}
-	return []LoadFile{lf}, nil
-}
+var _ Source = (*safetensors.Reader)(nil)
 
-// LoadFiles describes the checkpoint's shards for a Loader, with the
-// tensors the index lists; see Reader.LoadFiles.
-func (s *Sharded) LoadFiles() ([]LoadFile, error) {
-	var out []LoadFile
-	for i, r := range s.shards {
-		lfs, err := r.LoadFiles()
-		if err != nil {
-			return nil, err
-		}
-		lf := lfs[0]
-		lf.Name = s.files[i]
-		if s.where != nil {
-			lf.Tensors = nil
-			for _, t := range r.h.Tensors {
-				if j, ok := s.where[t.Name]; ok && j == i {
-					lf.Tensors = append(lf.Tensors, t)
-				}
-			}
-		}
-		out = append(out, lf)
-	}
-	return out, nil
-}
-
-// sliceReaderAt reads a byte slice.
-type sliceReaderAt []byte
-
-func (s sliceReaderAt) ReadAt(p []byte, off int64) (int, error) {
-	if off < 0 || off > int64(len(s)) {
-		return 0, fmt.Errorf("%soffset %d outside %d bytes", prefix, off, len(s))
-	}
-	n := copy(p, s[off:])
-	if n < len(p) {
-		return n, io.EOF
-	}
-	return n, nil
-}
+// maxInt is the largest int, as a uint64.
+const maxInt = uint64(^uint(0) >> 1)
 
 // A Loader reads tensors from files, checkpoints or any random-access
 // source with several goroutines in large chunks, into a bounded amount of
@@ -154,7 +63,8 @@ func (s sliceReaderAt) ReadAt(p []byte, off int64) (int, error) {
 // bytes have arrived: the way an inference server fills a device from a
 // checkpoint, at the speed of the disk, the page cache or the network.
 //
-// To read one file whole into memory of its own, in one call, use Load.
+// To read one file whole into memory of its own, in one call, use
+// safetensors.Load.
 //
 // The zero Loader is ready to use. A Loader may be used for several loads,
 // one after the other, or at once if it has no Buffer (each load then has
@@ -209,9 +119,10 @@ type Loader struct {
 	// soon: the next load reads it from the disk. Where the kernel would
 	// not say which pages of a file are cached (it says so only to a
 	// process that owns the file or may write it), every aligned chunk is
-	// read with direct I/O. It applies to files on disk, opened with Open;
-	// elsewhere than on Linux it does nothing. Sources given by an
-	// io.ReaderAt are read as they are.
+	// read with direct I/O. It applies to files on disk that
+	// safetensors.Open mapped (a DataSection with a Path); elsewhere than
+	// on Linux it does nothing. Sources given by an io.ReaderAt are read
+	// as they are.
 	NoCache bool
 }
 
@@ -219,9 +130,11 @@ type Loader struct {
 // order their bytes arrive, which is roughly the order of the files. Each
 // tensor's Data is a slice of the Loader's memory, valid until the loop's
 // next iteration, when the Loader reuses it: copy what must outlive it.
-// Breaking out of the loop, or cancelling ctx, stops the reads and
-// releases everything; an error ends the loop after being yielded, with
-// a zero Tensor.
+// Breaking out of the loop, or cancelling ctx, stops the reads (those in
+// flight through a ReaderAtContext, such as HTTP requests, are aborted)
+// and releases everything before the loop ends; an error ends the loop
+// after being yielded, with a zero Tensor. A cancelled ctx yields an
+// error wrapping ctx.Err().
 //
 //	for t, err := range loader.Load(ctx, ckpt) {
 //		if err != nil {
@@ -229,16 +142,16 @@ type Loader struct {
 //		}
 //		upload(t.Name, t.Data) // t.Data is reused once this returns
 //	}
-func (l *Loader) Load(ctx context.Context, src LoadSource) iter.Seq2[Tensor, error] {
-	return func(yield func(Tensor, error) bool) {
-		files, err := src.LoadFiles()
+func (l *Loader) Load(ctx context.Context, src Source) iter.Seq2[safetensors.Tensor, error] {
+	return func(yield func(safetensors.Tensor, error) bool) {
+		files, err := src.DataSections()
 		if err != nil {
-			yield(Tensor{}, err)
+			yield(safetensors.Tensor{}, err)
 			return
 		}
 		ld, err := l.start(ctx, files)
 		if err != nil {
-			yield(Tensor{}, err)
+			yield(safetensors.Tensor{}, err)
 			return
 		}
 		defer ld.stop()
@@ -246,19 +159,19 @@ func (l *Loader) Load(ctx context.Context, src LoadSource) iter.Seq2[Tensor, err
 			select {
 			case <-ld.ctx.Done():
 				if err := ld.firstErr(); err != nil {
-					yield(Tensor{}, err)
+					yield(safetensors.Tensor{}, err)
 				} else if ctx.Err() != nil {
-					yield(Tensor{}, ctx.Err())
+					yield(safetensors.Tensor{}, ctx.Err())
 				}
 				return
 			case job, ok := <-ld.done:
 				if !ok {
 					if err := ld.firstErr(); err != nil {
-						yield(Tensor{}, err)
+						yield(safetensors.Tensor{}, err)
 					}
 					return
 				}
-				t := Tensor{Name: job.info.Name, DType: job.info.DType, Shape: job.info.Shape, Data: job.dst}
+				t := safetensors.Tensor{Name: job.info.Name, DType: job.info.DType, Shape: job.info.Shape, Data: job.dst}
 				more := yield(t, nil)
 				ld.arena.release(job.slot)
 				if !more {
@@ -284,9 +197,9 @@ type load struct {
 	err error
 }
 
-// openedFile is a LoadFile with what the load opened for it.
+// openedFile is a data section with what the load opened for it.
 type openedFile struct {
-	LoadFile
+	safetensors.DataSection
 	buffered io.ReaderAt      // Data, or the local file opened again
 	direct   *os.File         // the local file opened for direct I/O, or nil
 	base     int64            // the data section's offset in buffered and direct
@@ -298,7 +211,7 @@ type openedFile struct {
 // tensorJob is a tensor being read.
 type tensorJob struct {
 	file    *openedFile
-	info    TensorInfo
+	info    safetensors.TensorInfo
 	dst     []byte
 	slot    int
 	pending int // chunks not yet read
@@ -311,7 +224,7 @@ type chunkJob struct {
 }
 
 // start opens the files and starts the goroutines of a load.
-func (l *Loader) start(ctx context.Context, files []LoadFile) (*load, error) {
+func (l *Loader) start(ctx context.Context, files []safetensors.DataSection) (*load, error) {
 	chunk := l.ChunkSize
 	if chunk <= 0 {
 		chunk = defaultChunkSize
@@ -326,8 +239,8 @@ func (l *Loader) start(ctx context.Context, files []LoadFile) (*load, error) {
 		for _, t := range f.Tensors {
 			b, e := t.DataOffsets[0], t.DataOffsets[1]
 			if e < b || e > 1<<62 {
-				// Only a LoadFile of the caller's can hold such offsets.
-				return nil, &TensorError{Name: t.Name, Err: fmt.Errorf("%w: %s: offsets [%d, %d)", ErrInvalidOffset, f.Name, b, e)}
+				// Only a data section of the caller's can hold such offsets.
+				return nil, &safetensors.TensorError{Name: t.Name, Err: fmt.Errorf("%w: %s: offsets [%d, %d)", safetensors.ErrInvalidOffset, f.Name, b, e)}
 			}
 			largest = max(largest, e-b)
 			total = min(total+e-b+pagecache.BlockSize, 1<<63) // no overflow: each term is below 2^62
@@ -337,7 +250,7 @@ func (l *Loader) start(ctx context.Context, files []LoadFile) (*load, error) {
 	var mem []byte
 	if l.Buffer != nil {
 		if uint64(len(l.Buffer)) < need {
-			return nil, fmt.Errorf("%sthe Loader's Buffer of %d bytes cannot hold the largest tensor, of %d bytes, and 4096 more: %w", prefix, len(l.Buffer), largest, io.ErrShortBuffer)
+			return nil, fmt.Errorf("load: the Loader's Buffer of %d bytes cannot hold the largest tensor, of %d bytes, and 4096 more: %w", len(l.Buffer), largest, io.ErrShortBuffer)
 		}
 		mem = l.Buffer
 	} else {
@@ -347,7 +260,7 @@ func (l *Loader) start(ctx context.Context, files []LoadFile) (*load, error) {
 		}
 		limit = min(max(limit, need), total)
 		if limit > maxInt {
-			return nil, errTooLarge(int64(min(limit, 1<<63-1)))
+			return nil, fmt.Errorf("load: the largest tensor, of %d bytes, does not fit in this platform's memory", largest)
 		}
 		mem = make([]byte, limit)
 		pagecache.AdviseHugePages(mem)
@@ -377,35 +290,35 @@ func (l *Loader) start(ctx context.Context, files []LoadFile) (*load, error) {
 }
 
 // openLoadFile opens what a load needs to read f.
-func openLoadFile(f LoadFile, noCache bool) (openedFile, error) {
-	of := openedFile{LoadFile: f, buffered: f.Data}
-	if f.local == nil {
+func openLoadFile(f safetensors.DataSection, noCache bool) (openedFile, error) {
+	of := openedFile{DataSection: f, buffered: f.Data}
+	if f.Path == "" || f.Info == nil {
 		return of, nil
 	}
 	// Read the file with pread rather than through its mapping: no page
 	// faults, and the page cache can be bypassed or dropped.
 	// If the path no longer leads to the file Open mapped, read the
 	// mapping.
-	file, err := openRegular(f.local.path)
+	file, err := regular.Open(os.OpenFile, f.Path)
 	if err != nil {
 		return of, nil
 	}
 	of.closers = append(of.closers, file)
 	info, err := file.Stat()
-	if err != nil || !os.SameFile(info, f.local.info) || info.Size() != f.local.info.Size() {
+	if err != nil || !os.SameFile(info, f.Info) || info.Size() != f.Info.Size() {
 		return of, nil
 	}
-	of.buffered, of.base = file, f.local.dataOffset
+	of.buffered, of.base = file, f.Offset
 	if noCache {
 		of.fadvise = file
 		// What is read through the cache is dropped from it once read;
 		// readahead would leave pages no read asked for.
 		pagecache.NoReadahead(file)
-		if d, err := pagecache.OpenDirect(f.local.path); err == nil {
+		if d, err := pagecache.OpenDirect(f.Path); err == nil {
 			of.closers = append(of.closers, d)
 			if dinfo, err := d.Stat(); err == nil && os.SameFile(dinfo, info) {
 				of.direct = d
-				of.probe = newProbe(file, f.local.path, info)
+				of.probe = newProbe(file, f.Path, info)
 			}
 		}
 	}
@@ -573,7 +486,10 @@ func (ld *load) worker() {
 			continue // drain
 		}
 		if err := ld.read(c); err != nil {
-			ld.fail(&TensorError{Name: c.t.info.Name, Err: fmt.Errorf("%s: %w", c.t.file.Name, err)})
+			if ld.ctx.Err() != nil {
+				continue // stopped: the read was aborted, not failed
+			}
+			ld.fail(&safetensors.TensorError{Name: c.t.info.Name, Err: fmt.Errorf("%s: %w", c.t.file.Name, err)})
 			continue
 		}
 		ld.mu.Lock()
@@ -604,7 +520,7 @@ func (ld *load) read(c chunkJob) error {
 		}
 		if all {
 			how = readCached
-		} else if err := readChunkAt(f.direct, p, off); err == nil {
+		} else if err := readChunkAt(nil, f.direct, p, off); err == nil {
 			// Direct I/O leaves the pages that were cached in the cache.
 			if some || f.probe == nil {
 				pagecache.Drop(f.fadvise, off, int64(len(p)))
@@ -616,7 +532,7 @@ func (ld *load) read(c chunkJob) error {
 		}
 		// The file system refused direct I/O here: read through the cache.
 	}
-	if err := readChunkAt(f.buffered, p, off); err != nil {
+	if err := readChunkAt(ld.ctx, f.buffered, p, off); err != nil {
 		return err
 	}
 	if f.fadvise != nil {
@@ -643,10 +559,17 @@ var testHookRead func(how int, off int64, n int)
 // cached with mincore(2) even where the kernel has cachestat(2).
 var testForceMincore bool
 
-// readChunkAt fills p from r at off, as readFullAt does, with an error
-// that does not start with the package's prefix, for a TensorError.
-func readChunkAt(r io.ReaderAt, p []byte, off int64) error {
-	n, err := r.ReadAt(p, off)
+// readChunkAt fills p from r at off: under ctx through r's ReadAtContext
+// where it has one, so that the end of the load aborts a remote read in
+// flight, else with ReadAt.
+func readChunkAt(ctx context.Context, r io.ReaderAt, p []byte, off int64) error {
+	var n int
+	var err error
+	if rc, ok := r.(safetensors.ReaderAtContext); ok && ctx != nil {
+		n, err = rc.ReadAtContext(ctx, p, off)
+	} else {
+		n, err = r.ReadAt(p, off)
+	}
 	if n == len(p) {
 		return nil
 	}

@@ -1,0 +1,438 @@
+package checkpoint
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/internal/atomicfile"
+	"github.com/safetensors-go/safetensors/internal/pyjson"
+)
+
+// A Conversion tells what Convert wrote.
+type Conversion struct {
+	// Files are the safetensors files written, as the source's Files names
+	// them; for a source named by its one file, the destination's name.
+	Files []string
+	// Tensors counts the tensors written, and Converted those whose dtype
+	// changed.
+	Tensors, Converted int
+	// Bytes is the size of the safetensors files written.
+	Bytes uint64
+	// Copied are the other files copied from the source's folder, such as
+	// config.json and the tokenizer's files.
+	Copied []string
+}
+
+// Convertible reports whether Convert casts tensors of dtype d: the float
+// types F64, F32, F16 and BF16. The others (integers, BOOL, the F8, F6 and
+// F4 types, C64) are copied as they are.
+func Convertible(d safetensors.DType) bool {
+	switch d {
+	case safetensors.F64, safetensors.F32, safetensors.F16, safetensors.BF16:
+		return true
+	}
+	return false
+}
+
+// convertChunk is how many elements are converted at a time: 4 MiB of F32.
+const convertChunk = 1 << 20
+
+// Convert writes a copy of the model at src, any input Open takes, whose
+// float tensors (see Convertible) have the dtype to, F16, BF16 or F32;
+// the other tensors and the metadata are kept as they are. F64 values are
+// rounded to float32, to nearest, before any conversion to 16 bits, which
+// then rounds as the Rounding option says.
+//
+// For src that names a safetensors file, dst is the file written, which
+// replaces a file already there (but not src itself). For any other src (a folder, an index, a model of several parts, a URL), dst is
+// a folder, which must not exist: it receives every file of the checkpoint
+// under its name (unet/diffusion_pytorch_model.safetensors for a part),
+// each file's tensors in the order the reference writer gives them, the
+// indexes with their total_size updated and the rest of them as they
+// were, and, for a model on disk, the other files of its folder and of its
+// parts' folders (config.json, the tokenizer's files, model_index.json,
+// ...), but for weights in other formats (.bin, .pt, .pth, .ckpt, .h5,
+// .msgpack, .onnx, .gguf) and hidden files. A model read over HTTP, whose
+// folder cannot be listed, gets its weights and indexes only.
+//
+// It streams: memory does not grow with the model. The output appears only
+// when complete: a file through a temporary file beside it, a folder
+// through a temporary folder beside it (named like the file's temporary
+// files, see safetensors.TempPattern), renamed into place at the end; on
+// any error, or when ctx is done, nothing is left behind and the error
+// wraps the cause (context.Cause(ctx)).
+//
+// The options are Open's, and Rounding and Progress.
+func Convert(ctx context.Context, src, dst string, to safetensors.DType, opts ...Option) (*Conversion, error) {
+	o, err := newOptions(opConvert, opts)
+	if err != nil {
+		return nil, err
+	}
+	switch to {
+	case safetensors.F16, safetensors.BF16, safetensors.F32:
+	default:
+		return nil, fmt.Errorf("%w: Convert to %v: the dtype must be F16, BF16 or F32", safetensors.ErrInvalidOption, to)
+	}
+	c, isFile, err := open(ctx, src, o)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	if !isFile {
+		if _, err := os.Lstat(dst); err == nil {
+			return nil, fmt.Errorf("checkpoint: %s: %w: write the converted model elsewhere", dst, fs.ErrExist)
+		}
+	} else if local, ok := c.dir.(*localFolder); ok {
+		a, errA := os.Stat(local.path(c.files[0].name))
+		b, errB := os.Stat(dst)
+		if errA == nil && errB == nil && os.SameFile(a, b) {
+			return nil, fmt.Errorf("checkpoint: %s and %s are the same file: write the output elsewhere", src, dst)
+		}
+	}
+	cv := &converter{ctx: ctx, to: to, rounding: o.rounding, progress: o.progress}
+	for _, f := range c.files {
+		cv.total += f.r.Header().DataLen()
+	}
+	if isFile {
+		if err := cv.convertFile(c.files[0], dst); err != nil {
+			return nil, err
+		}
+		cv.out.Files = []string{filepath.Base(dst)}
+		return &cv.out, nil
+	}
+	parent := filepath.Dir(filepath.Clean(dst))
+	tmp, err := atomicfile.MkdirTemp(parent, "."+filepath.Base(filepath.Clean(dst)))
+	if err != nil {
+		return nil, err
+	}
+	done := false
+	defer func() {
+		if !done {
+			os.RemoveAll(tmp)
+		}
+	}()
+	if err := cv.convertModel(c, tmp); err != nil {
+		return nil, err
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		return nil, err
+	}
+	done = true
+	atomicfile.SyncDir(parent)
+	return &cv.out, nil
+}
+
+// converter converts a checkpoint's files, through buffers it keeps.
+type converter struct {
+	ctx      context.Context
+	to       safetensors.DType
+	rounding safetensors.Rounding
+	progress func(done, total uint64)
+
+	done, total uint64
+	out         Conversion
+	sizes       map[string]map[string]uint64 // file → listed tensor → size written
+
+	in  []byte    // a chunk of the input's bytes, for a source read through ReadAt
+	f32 []float32 // the chunk decoded
+	buf []byte    // the chunk encoded
+}
+
+// stopped returns the error for a conversion that ctx stopped, or nil.
+func (cv *converter) stopped(what string) error {
+	if cv.ctx.Err() != nil {
+		return fmt.Errorf("checkpoint: %s not written: %w", what, context.Cause(cv.ctx))
+	}
+	return nil
+}
+
+// convertModel writes every file of c, its indexes and the other files of
+// its folders, into the folder dir.
+func (cv *converter) convertModel(c *Checkpoint, dir string) error {
+	cv.sizes = map[string]map[string]uint64{}
+	for _, f := range c.files {
+		out := filepath.Join(dir, filepath.FromSlash(f.name))
+		if err := os.MkdirAll(filepath.Dir(out), 0o777); err != nil {
+			return err
+		}
+		if err := cv.convertFile(f, out); err != nil {
+			return err
+		}
+		cv.out.Files = append(cv.out.Files, f.name)
+	}
+	parts := c.parts
+	if parts == nil {
+		parts = []*Checkpoint{c}
+	}
+	for _, p := range parts {
+		if p.index == "" {
+			continue
+		}
+		prefix := ""
+		if p.part != "" {
+			prefix = p.part + "/"
+		}
+		if err := cv.convertIndex(p, prefix, filepath.Join(dir, filepath.FromSlash(prefix+p.index))); err != nil {
+			return err
+		}
+	}
+	return cv.copyOthers(c, dir)
+}
+
+// convertFile writes the file f converted at out, through a temporary
+// file.
+func (cv *converter) convertFile(f *file, out string) error {
+	h := f.r.Header()
+	specs := make([]safetensors.TensorSpec, len(h.Tensors))
+	for i, t := range h.Tensors {
+		d := t.DType
+		if Convertible(d) {
+			d = cv.to
+		}
+		specs[i] = safetensors.TensorSpec{Name: t.Name, DType: d, Shape: t.Shape}
+	}
+	fw, err := safetensors.CreateFile(out, specs, h.Metadata)
+	if err != nil {
+		return err
+	}
+	defer fw.Abort() // after a successful Close, it does nothing
+	sizes := map[string]uint64{}
+	// The output lays the tensors out as the reference writer does, which
+	// may be in another order than the input's: SpecOrder gives each
+	// output tensor's spec, made from the input tensor of the same index.
+	for k, t := range fw.Header().Tensors {
+		s := h.Tensors[fw.SpecOrder()[k]]
+		sizes[t.Name] = t.DataOffsets[1] - t.DataOffsets[0]
+		cv.out.Tensors++
+		if t.DType != s.DType {
+			cv.out.Converted++
+		}
+		if err := cv.copyTensor(f.r, s, t.DType, fw); err != nil {
+			return err
+		}
+	}
+	if err := cv.stopped(out); err != nil {
+		return err
+	}
+	if err := fw.Close(); err != nil {
+		return err
+	}
+	cv.out.Bytes += fw.Header().DataOffset() + fw.Header().DataLen()
+	if cv.sizes != nil {
+		cv.sizes[f.name] = sizes
+	}
+	return nil
+}
+
+// copyTensor writes the tensor s of r to w, converted to the dtype to, a
+// chunk at a time.
+func (cv *converter) copyTensor(r *safetensors.Reader, s safetensors.TensorInfo, to safetensors.DType, w io.Writer) error {
+	size := s.DataOffsets[1] - s.DataOffsets[0]
+	bits := uint64(s.DType.Bits())
+	n := size/bits*8 + size%bits*8/bits // size*8/bits, without overflow
+	step := uint64(convertChunk)        // a multiple of 8: whole bytes of the packed dtypes
+	for lo := uint64(0); lo < n; lo += step {
+		if err := cv.stopped(s.Name); err != nil {
+			return err
+		}
+		hi := min(lo+step, n)
+		if need := (hi - lo) * bits / 8; uint64(cap(cv.in)) < need {
+			cv.in = make([]byte, need) // for a file read through ReadAt; a mapped one gives slices
+		}
+		piece, err := r.TensorElements(cv.ctx, s.Name, lo, hi, cv.in)
+		if err != nil {
+			return err
+		}
+		data := piece.Data
+		if to != s.DType {
+			if data, err = cv.convert(piece); err != nil {
+				return err
+			}
+		}
+		if _, err := w.Write(data); err != nil {
+			return err
+		}
+		cv.done += uint64(len(piece.Data))
+		if cv.progress != nil {
+			cv.progress(cv.done, cv.total)
+		}
+	}
+	return nil
+}
+
+// convert converts a chunk of whole elements to cv.to, into cv.buf.
+func (cv *converter) convert(t safetensors.Tensor) ([]byte, error) {
+	vals, err := safetensors.View[float32](t)
+	if err != nil { // not F32, or not aligned
+		if cv.f32, err = t.AppendFloat32s(cv.f32[:0]); err != nil {
+			return nil, err
+		}
+		vals = cv.f32
+	}
+	switch cv.to {
+	case safetensors.F16:
+		cv.buf = safetensors.F32sToF16Bytes(cv.buf, vals, cv.rounding)
+		return cv.buf, nil
+	case safetensors.BF16:
+		cv.buf = safetensors.F32sToBF16Bytes(cv.buf, vals, cv.rounding)
+		return cv.buf, nil
+	}
+	if cap(cv.buf) < 4*len(vals) {
+		cv.buf = make([]byte, 4*len(vals))
+	}
+	cv.buf = cv.buf[:4*len(vals)]
+	for i, v := range vals {
+		binary.LittleEndian.PutUint32(cv.buf[4*i:], math.Float32bits(v))
+	}
+	return cv.buf, nil
+}
+
+// convertIndex writes the index of the part p, whose files are named
+// behind prefix in the converted model, at out: the index as it was, with
+// total_size the sum of the sizes of the tensors it lists, as written.
+func (cv *converter) convertIndex(p *Checkpoint, prefix, out string) error {
+	data, err := p.dir.read(cv.ctx, p.index)
+	if err != nil {
+		return err
+	}
+	var total uint64
+	for name, l := range p.where {
+		total += cv.sizes[prefix+p.files[l.file].name][name]
+	}
+	text, err := rewriteIndex(data, total)
+	if err != nil {
+		return fmt.Errorf("checkpoint: %s: %w", p.dir.path(p.index), err)
+	}
+	return writeNew(out, text)
+}
+
+// rewriteIndex returns the index file data with the total_size of its
+// metadata set to total, as transformers writes an index (keys sorted,
+// two-space indents, a trailing newline), everything else kept.
+func rewriteIndex(data []byte, total uint64) ([]byte, error) {
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.UseNumber()
+	var ix map[string]any
+	if err := d.Decode(&ix); err != nil {
+		return nil, err
+	}
+	meta, _ := ix["metadata"].(map[string]any)
+	if meta == nil {
+		meta = map[string]any{}
+	}
+	meta["total_size"] = json.Number(fmt.Sprint(total))
+	ix["metadata"] = meta
+	text, err := pyjson.Append(nil, ix, 0)
+	if err != nil {
+		return nil, err
+	}
+	return append(text, '\n'), nil
+}
+
+// otherWeights are the extensions of weights in other formats than
+// safetensors, which Convert does not copy.
+var otherWeights = []string{".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".onnx", ".gguf", ".safetensors"}
+
+// copyOthers copies into dir the files of c's folder, and of its parts'
+// folders and their subfolders, that are not its weights or indexes, for a
+// checkpoint on disk.
+func (cv *converter) copyOthers(c *Checkpoint, dir string) error {
+	local, ok := c.dir.(*localFolder)
+	if !ok {
+		return nil // over HTTP: the folder cannot be listed
+	}
+	skip := map[string]bool{}
+	for _, f := range c.files {
+		skip[f.name] = true
+	}
+	for _, p := range append([]*Checkpoint{c}, c.parts...) {
+		if p.index != "" {
+			prefix := ""
+			if p.part != "" {
+				prefix = p.part + "/"
+			}
+			skip[prefix+p.index] = true
+		}
+	}
+	root := local.dir
+	return filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if err := cv.stopped(dir); err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		name := filepath.ToSlash(rel)
+		if strings.HasPrefix(e.Name(), ".") && p != root {
+			if e.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if e.IsDir() || skip[name] || slices.ContainsFunc(otherWeights, func(ext string) bool { return strings.HasSuffix(name, ext) }) {
+			return nil
+		}
+		info, err := os.Stat(p) // links followed: a cache snapshot's files are links
+		if err != nil || !info.Mode().IsRegular() {
+			return nil
+		}
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(rel)), 0o777); err != nil {
+			return err
+		}
+		if err := copyFile(p, filepath.Join(dir, rel)); err != nil {
+			return err
+		}
+		cv.out.Copied = append(cv.out.Copied, path.Clean(name))
+		return nil
+	})
+}
+
+// copyFile copies the regular file src to a new file dst, synced.
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, in)
+	if serr := out.Sync(); err == nil {
+		err = serr
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// writeNew writes data to a new file at path, synced.
+func writeNew(path string, data []byte) error {
+	out, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
+	if err != nil {
+		return err
+	}
+	_, err = out.Write(data)
+	if serr := out.Sync(); err == nil {
+		err = serr
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

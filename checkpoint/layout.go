@@ -1,0 +1,391 @@
+package checkpoint
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// The files that make a folder a model of several parts.
+const (
+	// modelIndexFile is a diffusers pipeline's list of components.
+	modelIndexFile = "model_index.json"
+	// modulesFile is a sentence-transformers model's list of modules.
+	modulesFile = "modules.json"
+	// configFile is what every model's folder holds beside its weights, as
+	// transformers' PreTrainedModel and diffusers' ModelMixin save it: a
+	// pipeline component with one holds weights.
+	configFile = "config.json"
+)
+
+// weightBases are the base names of the weight files that the libraries
+// write, in the order Open looks for them: transformers, timm and
+// sentence-transformers (model), diffusers (diffusion_pytorch_model), peft
+// (adapter_model) and open_clip (open_clip_model). Each has a single file,
+// base.safetensors, and a sharded form, base.safetensors.index.json, that
+// the library looks for after it.
+var weightBases = []string{"model", "diffusion_pytorch_model", "adapter_model", "open_clip_model"}
+
+// fileName returns the name of the single weight file of base, with the
+// variant's name before the extension, as transformers' and diffusers'
+// _add_variant put it: model.safetensors, model.fp16.safetensors.
+func fileName(base, variant string) string {
+	if variant == "" {
+		return base + ".safetensors"
+	}
+	return base + "." + variant + ".safetensors"
+}
+
+// indexName returns the name of the index of base's sharded form, with the
+// variant's name before the extension: model.safetensors.index.json,
+// model.safetensors.index.fp16.json.
+func indexName(base, variant string) string {
+	if variant == "" {
+		return base + ".safetensors.index.json"
+	}
+	return base + ".safetensors.index." + variant + ".json"
+}
+
+// shardName returns the name of shard i of n of base with the variant, as
+// the libraries name shards: model-00001-of-00003.safetensors,
+// model.fp16-00001-of-00003.safetensors.
+func shardName(base, variant string, i, n int) string {
+	stem := strings.TrimSuffix(fileName(base, variant), ".safetensors")
+	return fmt.Sprintf("%s-%05d-of-%05d.safetensors", stem, i, n)
+}
+
+// variantOf returns the variant a weight file's name gives:
+// "fp16" for diffusion_pytorch_model.fp16.safetensors and for the shard
+// model.fp16-00001-of-00002.safetensors; "" for a name of no variant, or
+// of no library's base name.
+func variantOf(name string) string {
+	stem, ok := strings.CutSuffix(name, ".safetensors")
+	if !ok {
+		return ""
+	}
+	if n := len("-00001-of-00002"); len(stem) > n && stem[len(stem)-n] == '-' && isShardSuffix(stem[len(stem)-n+1:]) {
+		stem = stem[:len(stem)-n]
+	}
+	base, v, ok := strings.Cut(stem, ".")
+	if !ok || !slices.Contains(weightBases, base) || !validVariant(v) {
+		return ""
+	}
+	return v
+}
+
+// isShardSuffix reports whether s is "00001-of-00002" or the like.
+func isShardSuffix(s string) bool {
+	i, of, ok := strings.Cut(s, "-of-")
+	digits := func(s string) bool { return len(s) == 5 && strings.Trim(s, "0123456789") == "" }
+	return ok && digits(i) && digits(of)
+}
+
+// indexVariant returns the variant an index's name gives: "fp16" for
+// model.safetensors.index.fp16.json, "" otherwise.
+func indexVariant(name string) string {
+	_, rest, ok := strings.Cut(name, ".safetensors.index.")
+	if !ok {
+		return ""
+	}
+	v, ok := strings.CutSuffix(rest, ".json")
+	if !ok || !validVariant(v) {
+		return ""
+	}
+	return v
+}
+
+// openFolder opens the model in the folder dir: a pipeline, a
+// sentence-transformers model, or the weights of one model.
+func openFolder(ctx context.Context, dir folder, o *options) (*Checkpoint, error) {
+	if data, err := dir.read(ctx, modelIndexFile); err == nil {
+		return openPipeline(ctx, dir, data, o)
+	} else if !notExist(err) {
+		return nil, err
+	}
+	if data, err := dir.read(ctx, modulesFile); err == nil {
+		return openModules(ctx, dir, data, o)
+	} else if !notExist(err) {
+		return nil, err
+	}
+	return openWeights(ctx, dir, o, o.variant)
+}
+
+// openWeights opens the weights of one model in dir, of the variant ("" for
+// none), as the libraries look for them; see Open.
+func openWeights(ctx context.Context, dir folder, o *options, variant string) (*Checkpoint, error) {
+	var tried []string
+	for _, base := range weightBases {
+		name := fileName(base, variant)
+		f, err := dir.open(ctx, name, o)
+		if err == nil {
+			return single(dir, f, variant), nil
+		}
+		if !notExist(err) {
+			return nil, err
+		}
+		index := indexName(base, variant)
+		data, err := dir.read(ctx, index)
+		if err == nil {
+			return openSharded(ctx, dir, index, data, o)
+		}
+		if !notExist(err) {
+			return nil, err
+		}
+		tried = append(tried, name, index)
+	}
+	return openListed(ctx, dir, o, variant, tried)
+}
+
+// openListed opens, failing the libraries' names, the one index or the
+// one safetensors file of the variant that a folder on disk lists.
+func openListed(ctx context.Context, dir folder, o *options, variant string, tried []string) (*Checkpoint, error) {
+	names, err := dir.list()
+	if errors.Is(err, errNoList) {
+		return nil, fmt.Errorf("%w: %s: none of %s", ErrNoModel, dir.path(""), strings.Join(tried, ", "))
+	}
+	if err != nil {
+		return nil, err
+	}
+	var indexes, files []string
+	variants := map[string][]string{} // variant → its files
+	all := map[string]bool{}
+	for _, n := range names {
+		all[n] = true
+	}
+	for _, n := range names {
+		switch {
+		case strings.HasSuffix(n, ".json") && strings.Contains(n, ".safetensors.index"):
+			v := indexVariant(n)
+			if v != "" {
+				variants[v] = append(variants[v], n)
+			}
+			if v == variant && (variant != "" || strings.HasSuffix(n, ".safetensors.index.json")) {
+				indexes = append(indexes, n)
+			}
+		case strings.HasSuffix(n, ".safetensors"):
+			v := listedVariant(n, all)
+			if v != "" {
+				variants[v] = append(variants[v], n)
+			}
+			if v == variant {
+				files = append(files, n)
+			}
+		}
+	}
+	for v, fs := range variants {
+		if v != variant && len(fs) > 0 {
+			continue
+		}
+		delete(variants, v)
+	}
+	switch {
+	case len(indexes) == 1:
+		data, err := dir.read(ctx, indexes[0])
+		if err != nil {
+			return nil, err
+		}
+		return openSharded(ctx, dir, indexes[0], data, o)
+	case len(indexes) > 1:
+		return nil, fmt.Errorf("%w: %s: %d index files (%s), and none named as a library names its own: open one of them", ErrNoModel, dir.path(""), len(indexes), strings.Join(indexes, ", "))
+	case len(files) == 1:
+		f, err := dir.open(ctx, files[0], o)
+		if err != nil {
+			return nil, err
+		}
+		return single(dir, f, variant), nil
+	case len(files) > 1:
+		return nil, fmt.Errorf("%w: %s: %d safetensors files (%s), and none named as a library names its own: open one of them", ErrNoModel, dir.path(""), len(files), strings.Join(files, ", "))
+	}
+	what := "no weights"
+	if variant != "" {
+		what = fmt.Sprintf("no files of the variant %q", variant)
+	}
+	msg := fmt.Sprintf("%s: %s: none of %s, nor any *.safetensors file", dir.path(""), what, strings.Join(tried, ", "))
+	if len(variants) > 0 {
+		var vs []string
+		for _, v := range slices.Sorted(maps.Keys(variants)) {
+			vs = append(vs, fmt.Sprintf("%s (%s)", v, strings.Join(variants[v], ", ")))
+		}
+		msg += "; there are files of the variants " + strings.Join(vs, "; ") + ": choose one with Variant (the command's --variant)"
+	}
+	return nil, fmt.Errorf("%w: %s", ErrNoModel, msg)
+}
+
+// listedVariant returns the variant of a safetensors file that a folder
+// lists beside the others, all: the variant its name gives (see
+// variantOf), or for a name of no library's base, "fp16" for
+// custom.fp16.safetensors beside custom.safetensors.
+func listedVariant(name string, all map[string]bool) string {
+	if v := variantOf(name); v != "" {
+		return v
+	}
+	stem := strings.TrimSuffix(name, ".safetensors")
+	i := strings.LastIndexByte(stem, '.')
+	if i <= 0 || !validVariant(stem[i+1:]) || !all[stem[:i]+".safetensors"] {
+		return ""
+	}
+	return stem[i+1:]
+}
+
+// openPipeline opens the diffusers pipeline in dir, whose model_index.json
+// holds data: each component whose folder holds a model is a part.
+func openPipeline(ctx context.Context, dir folder, data []byte, o *options) (*Checkpoint, error) {
+	var components map[string]json.RawMessage
+	if err := json.Unmarshal(data, &components); err != nil || components == nil {
+		return nil, fmt.Errorf("%w: %s: not a JSON object of a pipeline's components", ErrNoModel, dir.path(modelIndexFile))
+	}
+	var names []string
+	for name, raw := range components {
+		var spec []*string
+		if strings.HasPrefix(name, "_") || json.Unmarshal(raw, &spec) != nil || len(spec) != 2 || spec[0] == nil || spec[1] == nil {
+			continue // _class_name and the like; a component set to null
+		}
+		if localName(name) && !strings.Contains(name, "/") {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	var parts []*Checkpoint
+	for _, name := range names {
+		sub := dir.sub(name)
+		if _, err := sub.read(ctx, configFile); notExist(err) {
+			continue // no model: a scheduler, a tokenizer, ...
+		} else if err != nil {
+			return nil, closeAll(parts, err)
+		}
+		p, err := openPart(ctx, sub, name, o)
+		if err != nil {
+			return nil, closeAll(parts, fmt.Errorf("%s: component %s: %w", dir.path(modelIndexFile), name, err))
+		}
+		parts = append(parts, p)
+	}
+	return joinParts(dir, parts, o)
+}
+
+// openModules opens the sentence-transformers model in dir, whose
+// modules.json holds data: each module whose folder holds weights is a
+// part.
+func openModules(ctx context.Context, dir folder, data []byte, o *options) (*Checkpoint, error) {
+	var modules []struct {
+		Path *string `json:"path"`
+	}
+	if err := json.Unmarshal(data, &modules); err != nil {
+		return nil, fmt.Errorf("%w: %s: not a JSON list of modules: %v", ErrNoModel, dir.path(modulesFile), err)
+	}
+	var parts []*Checkpoint
+	seen := map[string]bool{}
+	for _, m := range modules {
+		if m.Path == nil {
+			continue
+		}
+		p := strings.TrimSuffix(*m.Path, "/")
+		if seen[p] {
+			continue // a module listed twice, as "2_Dense" and "2_Dense/"
+		}
+		seen[p] = true
+		if p != "" && !localName(p) {
+			return nil, closeAll(parts, fmt.Errorf("%w: %s: module path %q leaves the model's folder", ErrNoModel, dir.path(modulesFile), p))
+		}
+		sub := dir
+		if p != "" {
+			sub = dir.sub(p)
+		}
+		c, err := openPart(ctx, sub, p, o)
+		if errors.Is(err, ErrNoModel) {
+			continue // a module without weights: Pooling, Normalize, ...
+		}
+		if err != nil {
+			return nil, closeAll(parts, fmt.Errorf("%s: module %q: %w", dir.path(modulesFile), p, err))
+		}
+		parts = append(parts, c)
+	}
+	return joinParts(dir, parts, o)
+}
+
+// openPart opens the weights of a part in its folder sub: of the variant,
+// or of none where the part has none of the variant, as diffusers loads a
+// pipeline's components.
+func openPart(ctx context.Context, sub folder, name string, o *options) (*Checkpoint, error) {
+	c, err := openWeights(ctx, sub, o, o.variant)
+	if o.variant != "" && errors.Is(err, ErrNoModel) {
+		c, err = openWeights(ctx, sub, o, "")
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.part = name
+	return c, nil
+}
+
+// closeAll closes the parts opened so far, and returns err.
+func closeAll(parts []*Checkpoint, err error) error {
+	for _, p := range parts {
+		p.Close()
+	}
+	return err
+}
+
+// joinParts returns the checkpoint of a model of several parts: one set of
+// tensors, named behind each part's name, over the parts' files.
+func joinParts(dir folder, parts []*Checkpoint, o *options) (*Checkpoint, error) {
+	if len(parts) == 0 {
+		return nil, fmt.Errorf("%w: %s: no part holds weights", ErrNoModel, dir.path(""))
+	}
+	if o.variant != "" && !slices.ContainsFunc(parts, func(p *Checkpoint) bool { return p.variant == o.variant }) {
+		return nil, closeAll(parts, fmt.Errorf("%w: %s: no part has files of the variant %q", ErrNoModel, dir.path(""), o.variant))
+	}
+	if len(parts) == 1 && parts[0].part == "" {
+		return parts[0], nil // a sentence-transformers model of one module with weights
+	}
+	c := &Checkpoint{dir: dir, variant: o.variant, where: map[string]loc{}, parts: parts, owner: true}
+	type partFile struct {
+		f    *file
+		part int
+		i    int // in the part's files
+	}
+	var all []partFile
+	for pi, p := range parts {
+		prefix := ""
+		if p.part != "" {
+			prefix = p.part + "/"
+		}
+		for i, f := range p.files {
+			all = append(all, partFile{&file{name: prefix + f.name, r: f.r, closer: f.closer}, pi, i})
+		}
+	}
+	slices.SortFunc(all, func(a, b partFile) int { return strings.Compare(a.f.name, b.f.name) })
+	index := make([][]int, len(parts)) // part, file in the part → file in c
+	for pi, p := range parts {
+		index[pi] = make([]int, len(p.files))
+	}
+	for i, pf := range all {
+		c.files = append(c.files, pf.f)
+		index[pf.part][pf.i] = i
+	}
+	for pi, p := range parts {
+		prefix := ""
+		if p.part != "" {
+			prefix = p.part + "/"
+		}
+		for _, name := range p.Names() {
+			l, _ := p.find(name)
+			if _, dup := c.where[prefix+name]; dup {
+				return nil, closeAll(parts, fmt.Errorf("%w: %s: the tensor %q is in two parts", ErrNoModel, dir.path(""), prefix+name))
+			}
+			c.where[prefix+name] = loc{file: index[pi][l.file], name: l.name}
+		}
+		for _, u := range p.unlisted {
+			c.unlisted = append(c.unlisted, prefix+u)
+		}
+	}
+	for _, p := range parts {
+		p.owner = false // the whole closes the files
+	}
+	c.names = slices.Sorted(maps.Keys(c.where))
+	slices.Sort(c.unlisted)
+	return c, nil
+}
