@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/safetensors-go/safetensors/load"
 	"github.com/safetensors-go/safetensors/remote"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -93,4 +94,56 @@ func TestTensorContext(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the request in flight was not aborted")
 	}
+}
+
+// TestLoaderCancelRemote: a load package Loader of a checkpoint over HTTP
+// whose server stalls ends when its context's deadline passes, within
+// 100 ms, and the server sees each request in flight end then; no request
+// is left behind.
+func TestLoaderCancelRemote(t *testing.T) {
+	dir := layers(t, 6, 100_000, 200_000)
+	base, aborted := stallingServer(t, dir)
+	c, err := Open(context.Background(), base, RemoteOptions(remote.StallTimeout(0)))
+	require.NoError(t, err)
+	defer c.Close()
+
+	const deadline = 300 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	start := time.Now()
+	var last error
+	n := 0
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		for _, err := range (&load.Loader{Concurrency: 4, ChunkSize: 64 << 10}).Load(ctx, c) {
+			n++
+			last = err
+		}
+	}()
+	select {
+	case <-finished:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the load did not end after its deadline: the reads in flight were not aborted")
+	}
+	took := time.Since(start)
+	require.Error(t, last)
+	assert.ErrorIs(t, last, context.DeadlineExceeded)
+	assert.Equal(t, 1, n, "no tensor arrives from a stalled server")
+	assert.Less(t, took, deadline+100*time.Millisecond, "the loop ended once the deadline passed")
+	// Each of the Loader's reads in flight was a request that the server
+	// saw end when the deadline passed.
+	ends := 0
+	wait := time.After(time.Until(start.Add(deadline + 100*time.Millisecond)))
+collect:
+	for {
+		select {
+		case at := <-aborted:
+			assert.Less(t, at.Sub(start), deadline+100*time.Millisecond)
+			ends++
+		case <-wait:
+			break collect
+		}
+	}
+	assert.Positive(t, ends, "the server saw the requests in flight end within 100 ms of the deadline")
 }
