@@ -292,6 +292,9 @@ func (c *Checkpoint) ReadFile(ctx context.Context, name string) ([]byte, error) 
 	if !localName(name) {
 		return nil, fmt.Errorf("checkpoint: %s: %q is not a file name inside the folder", c.dir.path(""), name)
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("checkpoint: %s: %w", c.dir.path(name), context.Cause(ctx))
+	}
 	return c.dir.read(ctx, name)
 }
 

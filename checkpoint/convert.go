@@ -349,7 +349,7 @@ var otherWeights = []string{".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", "
 // folders and their subfolders, that are not its weights or indexes, for a
 // checkpoint on disk.
 func (cv *converter) copyOthers(c *Checkpoint, dir string) error {
-	local, ok := c.dir.(*localFolder)
+	local, ok := onDisk(c.dir)
 	if !ok {
 		return nil // over HTTP: the folder cannot be listed
 	}

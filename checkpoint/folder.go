@@ -12,6 +12,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/safetensors-go/safetensors"
 	"github.com/safetensors-go/safetensors/internal/regular"
@@ -209,8 +210,10 @@ func (f *localFolder) shards(index string) (folder, func(), error) {
 // the Hugging Face cache (a directory whose parent is named "snapshots",
 // and whose grandparent is the model's cache directory, named
 // models--org--name, datasets--... or spaces--...), the model's cache
-// directory, whose blobs the snapshot's files link to. A directory below
-// a snapshot (a part's folder, such as unet/) is confined likewise.
+// directory, whose blobs the snapshot's files link to; or, where the cache
+// has a shared store of blobs (cache/blobs/, huggingface_hub 2.4 and
+// later), to which the model's blobs link in turn, the cache. A directory
+// below a snapshot (a part's folder, such as unet/) is confined likewise.
 func shardRoot(dir string) (root, prefix string) {
 	dir = filepath.Clean(dir)
 	for d, rest := dir, ""; ; {
@@ -222,7 +225,15 @@ func shardRoot(dir string) (root, prefix string) {
 			repo := filepath.Dir(parent)
 			for _, kind := range []string{"models--", "datasets--", "spaces--"} {
 				if repo != parent && strings.HasPrefix(filepath.Base(repo), kind) {
-					return repo, filepath.Join("snapshots", filepath.Base(d), rest)
+					inRepo := filepath.Join("snapshots", filepath.Base(d), rest)
+					// With huggingface_hub's shared store of Xet blobs (2.4
+					// and later, by default), the model's blobs are links
+					// to the cache's own blobs/, beside the model's folder.
+					cache := filepath.Dir(repo)
+					if info, err := os.Stat(filepath.Join(cache, "blobs")); err == nil && info.IsDir() && cache != repo {
+						return cache, filepath.Join(filepath.Base(repo), inRepo)
+					}
+					return repo, inRepo
 				}
 			}
 			return dir, ""
@@ -282,4 +293,79 @@ func (f *remoteFolder) shards(index string) (folder, func(), error) {
 		return f.sub(dir), func() {}, nil
 	}
 	return f, func() {}, nil
+}
+
+// onDisk returns the directory on disk that f is, if it is one.
+func onDisk(f folder) (*localFolder, bool) {
+	if m, ok := f.(*memo); ok {
+		f = m.folder
+	}
+	l, ok := f.(*localFolder)
+	return l, ok
+}
+
+// memo is a folder that keeps the small files it read, and what was found
+// missing, so that a file discovery looked at (model_index.json,
+// modules.json, config.json) is read once, and ReadFile of it later costs
+// nothing; over HTTP, it reads several at once.
+type memo struct {
+	folder
+	mu    sync.Mutex
+	reads map[string]memoRead
+	subs  map[string]*memo
+}
+
+type memoRead struct {
+	data []byte
+	err  error
+}
+
+// remember returns dir as a memo, or dir itself if it is one.
+func remember(dir folder) *memo {
+	if m, ok := dir.(*memo); ok {
+		return m
+	}
+	return &memo{folder: dir, reads: map[string]memoRead{}, subs: map[string]*memo{}}
+}
+
+func (m *memo) read(ctx context.Context, name string) ([]byte, error) {
+	m.mu.Lock()
+	r, ok := m.reads[name]
+	m.mu.Unlock()
+	if ok {
+		return r.data, r.err
+	}
+	data, err := m.folder.read(ctx, name)
+	if err == nil || notExist(err) {
+		// Only answers are kept; a failure to ask (a context done, a
+		// server down) is tried again.
+		m.mu.Lock()
+		m.reads[name] = memoRead{data, err}
+		m.mu.Unlock()
+	}
+	return data, err
+}
+
+// prefetch reads the named files at once, for read to answer.
+func (m *memo) prefetch(ctx context.Context, names ...string) {
+	var wg sync.WaitGroup
+	for _, name := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m.read(ctx, name)
+		}()
+	}
+	wg.Wait()
+}
+
+func (m *memo) sub(name string) folder {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.subs[name]
+	if !ok {
+		s = remember(m.folder.sub(name))
+		m.subs[name] = s
+	}
+	return s
 }

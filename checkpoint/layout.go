@@ -8,6 +8,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/safetensors-go/safetensors/internal/parallel"
 )
 
 // The files that make a folder a model of several parts.
@@ -59,13 +61,20 @@ func shardName(base, variant string, i, n int) string {
 }
 
 // variantOf returns the variant a weight file's name gives:
-// "fp16" for diffusion_pytorch_model.fp16.safetensors and for the shard
-// model.fp16-00001-of-00002.safetensors; "" for a name of no variant, or
-// of no library's base name.
+// "fp16" for diffusion_pytorch_model.fp16.safetensors, for the shard
+// model.fp16-00001-of-00002.safetensors and for diffusers' legacy shard
+// diffusion_pytorch_model-00001-of-00002.fp16.safetensors; "" for a name
+// of no variant, or of no library's base name.
 func variantOf(name string) string {
 	stem, ok := strings.CutSuffix(name, ".safetensors")
 	if !ok {
 		return ""
+	}
+	// diffusers' legacy shards: base-00001-of-00002.fp16.safetensors.
+	if i := strings.LastIndexByte(stem, '.'); i > 0 && len(stem[:i]) > 15 && isShardSuffix(stem[i-14:i]) && stem[i-15] == '-' {
+		if base := stem[:i-15]; slices.Contains(weightBases, base) && validVariant(stem[i+1:]) {
+			return stem[i+1:]
+		}
 	}
 	if n := len("-00001-of-00002"); len(stem) > n && stem[len(stem)-n] == '-' && isShardSuffix(stem[len(stem)-n+1:]) {
 		stem = stem[:len(stem)-n]
@@ -85,11 +94,17 @@ func isShardSuffix(s string) bool {
 }
 
 // indexVariant returns the variant an index's name gives: "fp16" for
-// model.safetensors.index.fp16.json, "" otherwise.
+// model.safetensors.index.fp16.json and for diffusers' legacy
+// diffusion_pytorch_model.safetensors.fp16.index.json, "" otherwise.
 func indexVariant(name string) string {
 	_, rest, ok := strings.Cut(name, ".safetensors.index.")
 	if !ok {
-		return ""
+		// diffusers' legacy form: base.safetensors.fp16.index.json.
+		_, rest, ok = strings.Cut(name, ".safetensors.")
+		if rest, ok = strings.CutSuffix(rest, ".index.json"); !ok || !validVariant(rest) {
+			return ""
+		}
+		return rest
 	}
 	v, ok := strings.CutSuffix(rest, ".json")
 	if !ok || !validVariant(v) {
@@ -100,7 +115,10 @@ func indexVariant(name string) string {
 
 // openFolder opens the model in the folder dir: a pipeline, a
 // sentence-transformers model, or the weights of one model.
-func openFolder(ctx context.Context, dir folder, o *options) (*Checkpoint, error) {
+func openFolder(ctx context.Context, d folder, o *options) (*Checkpoint, error) {
+	dir := remember(d)
+	// Over HTTP, asking for the three at once saves two round trips.
+	dir.prefetch(ctx, modelIndexFile, modulesFile, configFile)
 	if data, err := dir.read(ctx, modelIndexFile); err == nil {
 		return openPipeline(ctx, dir, data, o)
 	} else if !notExist(err) {
@@ -117,6 +135,12 @@ func openFolder(ctx context.Context, dir folder, o *options) (*Checkpoint, error
 // openWeights opens the weights of one model in dir, of the variant ("" for
 // none), as the libraries look for them; see Open.
 func openWeights(ctx context.Context, dir folder, o *options, variant string) (*Checkpoint, error) {
+	if c, err := openDistributed(ctx, dir, o); c != nil || err != nil {
+		return c, err
+	}
+	if c, err := openNamedInConfig(ctx, dir, o); c != nil || err != nil {
+		return c, err
+	}
 	var tried []string
 	for _, base := range weightBases {
 		name := fileName(base, variant)
@@ -127,17 +151,137 @@ func openWeights(ctx context.Context, dir folder, o *options, variant string) (*
 		if !notExist(err) {
 			return nil, err
 		}
-		index := indexName(base, variant)
-		data, err := dir.read(ctx, index)
-		if err == nil {
-			return openSharded(ctx, dir, index, data, o)
+		indexes := []string{indexName(base, variant)}
+		if variant != "" && base == diffusersBase {
+			indexes = append(indexes, legacyIndexName(base, variant))
 		}
-		if !notExist(err) {
-			return nil, err
+		for _, index := range indexes {
+			data, err := dir.read(ctx, index)
+			if err == nil {
+				return openSharded(ctx, dir, index, data, o)
+			}
+			if !notExist(err) {
+				return nil, err
+			}
 		}
-		tried = append(tried, name, index)
+		tried = append(tried, name)
+		tried = append(tried, indexes...)
 	}
 	return openListed(ctx, dir, o, variant, tried)
+}
+
+// diffusersBase is the base name of diffusers' weight files.
+const diffusersBase = "diffusion_pytorch_model"
+
+// legacyIndexName returns the name that diffusers before 0.28 gave the
+// index of a variant's shards, and still reads (with a deprecation
+// warning): diffusion_pytorch_model.safetensors.fp16.index.json, whose
+// shards are named diffusion_pytorch_model-00001-of-00002.fp16.safetensors.
+func legacyIndexName(base, variant string) string {
+	return base + ".safetensors." + variant + ".index.json"
+}
+
+// openNamedInConfig opens the weight file that config.json names in its
+// "transformers_weights", which transformers' from_pretrained reads before
+// any other (whatever the variant): a safetensors file, or an index, in
+// the folder. It returns nil and no error where config.json names none.
+func openNamedInConfig(ctx context.Context, dir folder, o *options) (*Checkpoint, error) {
+	data, err := dir.read(ctx, configFile)
+	if err != nil {
+		return nil, nil // no config.json: no name in it
+	}
+	var cfg struct {
+		Weights *string `json:"transformers_weights"`
+	}
+	if json.Unmarshal(data, &cfg) != nil || cfg.Weights == nil {
+		return nil, nil
+	}
+	name := *cfg.Weights
+	switch {
+	case !localName(name):
+		return nil, fmt.Errorf("%w: %s: transformers_weights %q is not a file inside the model's folder", ErrNoModel, dir.path(configFile), name)
+	case strings.HasSuffix(name, ".safetensors.index.json"):
+		data, err := dir.read(ctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("%s: transformers_weights %q: %w", dir.path(configFile), name, err)
+		}
+		return openSharded(ctx, dir, name, data, o)
+	case strings.HasSuffix(name, ".safetensors"):
+		f, err := dir.open(ctx, name, o)
+		if err != nil {
+			return nil, fmt.Errorf("%s: transformers_weights %q: %w", dir.path(configFile), name, err)
+		}
+		return single(dir, f, ""), nil
+	}
+	return nil, nil // a pickle (adapter_model.bin): not ours to read
+}
+
+// isDistributedShard reports whether name is a shard of a distributed
+// checkpoint, as transformers 5's distributed/checkpoint.py names them:
+// shard-00001-model-00001-of-00002.safetensors.
+func isDistributedShard(name string) bool {
+	rest, ok := strings.CutPrefix(name, "shard-")
+	if !ok || len(rest) < 6 || rest[5] != '-' || strings.Trim(rest[:5], "0123456789") != "" {
+		return false
+	}
+	rest, ok = strings.CutPrefix(rest[6:], "model-")
+	if !ok {
+		return false
+	}
+	rest, ok = strings.CutSuffix(rest, ".safetensors")
+	return ok && isShardSuffix(rest)
+}
+
+// openDistributed opens a distributed checkpoint in a folder on disk: as
+// transformers does before looking for any other file, where one file is
+// named like shard-00001-model-00001-of-00002.safetensors, every
+// *.safetensors file of the folder is a shard, with no index. It returns
+// nil and no error for any other folder.
+func openDistributed(ctx context.Context, dir folder, o *options) (*Checkpoint, error) {
+	names, err := dir.list()
+	if err != nil || !slices.ContainsFunc(names, isDistributedShard) {
+		return nil, nil
+	}
+	var shards []string
+	for _, n := range names {
+		if strings.HasSuffix(n, ".safetensors") {
+			shards = append(shards, n)
+		}
+	}
+	slices.Sort(shards)
+	c := &Checkpoint{dir: dir, files: make([]*file, len(shards)), owner: true}
+	errs := make([]error, len(shards))
+	parallel.For(ctx, len(shards), maxOpenConcurrency, func(_, i int) error {
+		c.files[i], errs[i] = dir.open(ctx, shards[i], o)
+		return nil
+	})
+	fail := func(err error) (*Checkpoint, error) {
+		for _, f := range c.files {
+			if f != nil {
+				f.close()
+			}
+		}
+		return nil, err
+	}
+	for i, err := range errs {
+		if err == nil && c.files[i] == nil {
+			err = context.Cause(ctx)
+		}
+		if err != nil {
+			return fail(err)
+		}
+	}
+	c.where = map[string]loc{}
+	for i, f := range c.files {
+		for _, t := range f.r.Header().Tensors {
+			if l, dup := c.where[t.Name]; dup {
+				return fail(fmt.Errorf("%w: %s: the tensor %q is in two shards of a distributed checkpoint, %s and %s", ErrNoModel, dir.path(""), t.Name, c.files[l.file].name, f.name))
+			}
+			c.where[t.Name] = loc{file: i, name: t.Name}
+		}
+	}
+	c.names = slices.Sorted(maps.Keys(c.where))
+	return c, nil
 }
 
 // openListed opens, failing the libraries' names, the one index or the

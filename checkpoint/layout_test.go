@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io/fs"
@@ -200,7 +201,8 @@ func TestOpenPipeline(t *testing.T) {
 	for _, file := range []string{"model_index.json", "unet/config.json", "unet/diffusion_pytorch_model.safetensors.index.json", "vae/diffusion_pytorch_model.safetensors", "scheduler/config.json"} {
 		assert.Equal(t, 1, asked[file], file)
 	}
-	assert.Zero(t, asked["modules.json"], "a pipeline is not a sentence-transformers model")
+	assert.LessOrEqual(t, asked["modules.json"], 1, "asked for at once with model_index.json, and once only")
+	assert.LessOrEqual(t, asked["config.json"], 1)
 	assert.Zero(t, asked["scheduler/model.safetensors"], "no model without config.json")
 }
 
@@ -495,4 +497,103 @@ func TestLoaderPipeline(t *testing.T) {
 		got[tn.Name] = slices.Clone(tn.Data)
 	}
 	assert.Equal(t, pipelineTensors(false), got)
+}
+
+// TestOpenDistributed: a folder of shards named as transformers 5's
+// distributed checkpoints name them opens as every *.safetensors file of
+// the folder, with no index, as transformers reads it; a tensor in two of
+// them is an error.
+func TestOpenDistributed(t *testing.T) {
+	dir := t.TempDir()
+	a, b := tensorsOf("a.", 1, 2, 8), tensorsOf("b.", 2, 3, 8)
+	require.NoError(t, safetensors.WriteFile(filepath.Join(dir, "shard-00000-model-00001-of-00002.safetensors"), a, nil))
+	require.NoError(t, safetensors.WriteFile(filepath.Join(dir, "shard-00001-model-00002-of-00002.safetensors"), b, nil))
+	c, err := Open(context.Background(), dir)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"shard-00000-model-00001-of-00002.safetensors", "shard-00001-model-00002-of-00002.safetensors"}, c.Files())
+	assert.Empty(t, c.Index())
+	want := byName("", a)
+	maps.Copy(want, byName("", b))
+	assert.Equal(t, want, readAll(t, c))
+	require.NoError(t, c.Close())
+
+	require.NoError(t, safetensors.WriteFile(filepath.Join(dir, "extra.safetensors"), tensorsOf("a.", 3, 1, 8), nil))
+	_, err = Open(context.Background(), dir)
+	assert.ErrorIs(t, err, ErrNoModel)
+	assert.ErrorContains(t, err, `"a.0" is in two shards`)
+	for name, ok := range map[string]bool{
+		"shard-00000-model-00001-of-00002.safetensors": true,
+		"shard-0000-model-00001-of-00002.safetensors":  false,
+		"shard-00000-model-00001-of-2.safetensors":     false,
+		"model-00001-of-00002.safetensors":             false,
+	} {
+		assert.Equal(t, ok, isDistributedShard(name), name)
+	}
+}
+
+// TestOpenNamedInConfig: config.json's transformers_weights names the
+// weights, a file or an index, whatever the variant asked for, as
+// transformers reads it; a name leaving the folder is refused.
+func TestOpenNamedInConfig(t *testing.T) {
+	dir := t.TempDir()
+	ts := tensorsOf("w", 1, 3, 8)
+	require.NoError(t, safetensors.WriteFile(filepath.Join(dir, "custom.safetensors"), ts, nil))
+	require.NoError(t, safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), tensorsOf("other", 2, 1, 8), nil))
+	writeJSON(t, filepath.Join(dir, "config.json"), map[string]any{"transformers_weights": "custom.safetensors"})
+	openBoth(t, dir, "", func(t *testing.T, target string) {
+		for _, opts := range [][]Option{nil, {Variant("fp16")}} {
+			c, err := Open(context.Background(), target, opts...)
+			require.NoError(t, err)
+			assert.Equal(t, []string{"custom.safetensors"}, c.Files())
+			assert.Equal(t, byName("", ts), readAll(t, c))
+			require.NoError(t, c.Close())
+		}
+	})
+	sharded := t.TempDir()
+	require.NoError(t, Write(sharded, ts, MaxShardSize(8), BaseName("weights")))
+	writeJSON(t, filepath.Join(sharded, "config.json"), map[string]any{"transformers_weights": "weights.safetensors.index.json"})
+	c, err := Open(context.Background(), sharded)
+	require.NoError(t, err)
+	assert.Equal(t, "weights.safetensors.index.json", c.Index())
+	require.NoError(t, c.Close())
+
+	writeJSON(t, filepath.Join(dir, "config.json"), map[string]any{"transformers_weights": "../custom.safetensors"})
+	_, err = Open(context.Background(), dir)
+	assert.ErrorIs(t, err, ErrNoModel)
+	assert.ErrorContains(t, err, "not a file inside the model's folder")
+}
+
+// TestOpenLegacyVariantIndex: diffusers' former names of a variant's
+// shards and index, which it still reads, open with the Variant.
+func TestOpenLegacyVariantIndex(t *testing.T) {
+	dir := t.TempDir()
+	ts := tensorsOf("w", 1, 4, 8)
+	require.NoError(t, Write(dir, ts, MaxShardSize(16), BaseName("diffusion_pytorch_model")))
+	c, err := Open(context.Background(), dir)
+	require.NoError(t, err)
+	files := c.Files()
+	require.NoError(t, c.Close())
+	// Rename as diffusers before 0.28 named them.
+	data, err := os.ReadFile(filepath.Join(dir, "diffusion_pytorch_model.safetensors.index.json"))
+	require.NoError(t, err)
+	for _, f := range files {
+		legacy := strings.TrimSuffix(f, ".safetensors") + ".fp16.safetensors"
+		require.NoError(t, os.Rename(filepath.Join(dir, f), filepath.Join(dir, legacy)))
+		data = bytes.ReplaceAll(data, []byte(`"`+f+`"`), []byte(`"`+legacy+`"`))
+	}
+	require.NoError(t, os.Remove(filepath.Join(dir, "diffusion_pytorch_model.safetensors.index.json")))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "diffusion_pytorch_model.safetensors.fp16.index.json"), data, 0o644))
+	openBoth(t, dir, "", func(t *testing.T, target string) {
+		c, err := Open(context.Background(), target, Variant("fp16"))
+		require.NoError(t, err)
+		assert.Equal(t, "diffusion_pytorch_model.safetensors.fp16.index.json", c.Index())
+		assert.Equal(t, "fp16", c.Variant())
+		assert.Equal(t, byName("", ts), readAll(t, c))
+		require.NoError(t, c.Close())
+	})
+	_, err = Open(context.Background(), dir)
+	assert.ErrorIs(t, err, ErrNoModel)
+	assert.ErrorContains(t, err, "fp16")
+	assert.Equal(t, "fp16", variantOf("diffusion_pytorch_model-00001-of-00002.fp16.safetensors"))
+	assert.Equal(t, "fp16", indexVariant("diffusion_pytorch_model.safetensors.fp16.index.json"))
 }

@@ -64,8 +64,8 @@ func TestOpenURL(t *testing.T) {
 		why      string
 	}{
 		{srv.base + "/model.safetensors.index.json", 1 + 7, "the index, the shards' first 64 KiB, which hold their tensors too"},
-		{srv.base, 4 + 7, "model_index.json, modules.json and model.safetensors (404), the index, the shards"},
-		{srv.base + "/", 4 + 7, "the same"},
+		{srv.base, 5 + 7, "model_index.json, modules.json and config.json at once, model.safetensors (404), the index, the shards"},
+		{srv.base + "/", 5 + 7, "the same"},
 	} {
 		srv.requests()
 		c, err := Open(context.Background(), tc.url)
@@ -87,7 +87,7 @@ func TestOpenURLSingleFile(t *testing.T) {
 		url      string
 		requests int64
 	}{
-		{srv.base, 3},                        // model_index.json, modules.json (404), and the header, which holds the tensors too
+		{srv.base, 4},                        // model_index.json, modules.json, config.json (404) at once, and the header, which holds the tensors too
 		{srv.base + "/model.safetensors", 1}, // the header
 	} {
 		srv.requests()

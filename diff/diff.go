@@ -310,10 +310,11 @@ type buffers struct {
 }
 
 // diffChunk is how many elements of each tensor are read and compared at
-// a time: 2 MiB of F32, a multiple of 8, so that chunks of the packed
-// dtypes fall on whole bytes. A goroutine's memory is a few times that,
-// whatever the tensors' sizes.
-const diffChunk = 1 << 19
+// a time: 1 MiB of F32, a multiple of 8, so that chunks of the packed
+// dtypes fall on whole bytes. A goroutine's memory is about ten times
+// that (both sides' bytes, and their values as float64), whatever the
+// tensors' sizes.
+const diffChunk = 1 << 18
 
 // decode appends a tensor's values to dst as float64: F64 exactly, the
 // others as Tensor.AppendFloat32s decodes them, through tmp, which it
@@ -327,6 +328,7 @@ func decode(t safetensors.Tensor, dst []float64, tmp []float32) ([]float64, []fl
 	if err != nil {
 		return dst, tmp, err
 	}
+	dst = slices.Grow(dst, len(tmp)) // at once, not by doubling
 	for _, v := range tmp {
 		dst = append(dst, float64(v))
 	}
