@@ -41,9 +41,10 @@ type Checkpoint struct {
 	names    []string // sorted; nil where where is
 	unlisted []string // tensors the files hold and the index does not list, sorted
 
-	parts  []*Checkpoint // for a model of several parts
-	owner  bool          // Close closes the files: false for a part
-	closed atomic.Bool
+	parts   []*Checkpoint // for a model of several parts
+	skipped []string      // parts whose weights are in other formats, described
+	owner   bool          // Close closes the files: false for a part
+	closed  atomic.Bool
 }
 
 // file is one safetensors file of a checkpoint.
@@ -276,6 +277,15 @@ func (c *Checkpoint) Part() string { return c.part }
 // share the Checkpoint's files: they are closed with it, and their own
 // Close does nothing.
 func (c *Checkpoint) Parts() []*Checkpoint { return slices.Clone(c.parts) }
+
+// Skipped describes the parts of a model of several parts whose weights
+// are in another format than safetensors (a sentence-transformers module
+// saved with safe_serialization=False, whose folder holds
+// pytorch_model.bin), which the Checkpoint leaves out, one line a part:
+// "2_Dense: pytorch_model.bin (weights in another format than
+// safetensors, not read)". Over HTTP, a module's other formats are not
+// looked for. It is nil when every part's weights are read.
+func (c *Checkpoint) Skipped() []string { return slices.Clone(c.skipped) }
 
 // Variant returns the variant the checkpoint's files are, such as "fp16"
 // for diffusion_pytorch_model.fp16.safetensors, or "" for the files of no

@@ -34,10 +34,15 @@ type folder interface {
 	// that does not exist, or is a folder, gives an error wrapping
 	// fs.ErrNotExist.
 	read(ctx context.Context, name string) ([]byte, error)
+	// exists reports whether the named file is there, as a regular file.
+	exists(ctx context.Context, name string) bool
 	// list returns the names of the regular files (and links to them) in
 	// the folder, or errNoList where the folder cannot be listed, as over
 	// HTTP.
 	list() ([]string, error)
+	// dirs returns the names of the subfolders of the folder (not hidden
+	// ones), or errNoList where the folder cannot be listed.
+	dirs() ([]string, error)
 	// sub returns the named subfolder.
 	sub(name string) folder
 	// shards returns the folder in which the shards of the index file
@@ -160,6 +165,15 @@ func (f *localFolder) read(ctx context.Context, name string) ([]byte, error) {
 	return data, nil
 }
 
+func (f *localFolder) exists(ctx context.Context, name string) bool {
+	file, err := f.openRegular(name)
+	if err != nil {
+		return false
+	}
+	file.Close()
+	return true
+}
+
 func (f *localFolder) list() ([]string, error) {
 	entries, err := os.ReadDir(f.dir)
 	if err != nil {
@@ -180,6 +194,20 @@ func (f *localFolder) list() ([]string, error) {
 			continue
 		}
 		names = append(names, e.Name())
+	}
+	return names, nil
+}
+
+func (f *localFolder) dirs() ([]string, error) {
+	entries, err := os.ReadDir(f.dir)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range entries {
+		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+			names = append(names, e.Name())
+		}
 	}
 	return names, nil
 }
@@ -280,7 +308,14 @@ func (f *remoteFolder) read(ctx context.Context, name string) ([]byte, error) {
 	return remote.ReadFile(ctx, f.o.client, f.path(name), MaxFileSize, f.o.remote...)
 }
 
+func (f *remoteFolder) exists(ctx context.Context, name string) bool {
+	_, err := remote.OpenFile(ctx, f.o.client, f.path(name), f.o.remote...)
+	return err == nil
+}
+
 func (f *remoteFolder) list() ([]string, error) { return nil, errNoList }
+
+func (f *remoteFolder) dirs() ([]string, error) { return nil, errNoList }
 
 func (f *remoteFolder) sub(name string) folder {
 	return &remoteFolder{base: f.base.JoinPath(strings.Split(name, "/")...), o: f.o}

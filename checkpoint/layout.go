@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path"
 	"slices"
 	"strings"
 
@@ -129,7 +130,45 @@ func openFolder(ctx context.Context, d folder, o *options) (*Checkpoint, error) 
 	} else if !notExist(err) {
 		return nil, err
 	}
-	return openWeights(ctx, dir, o, o.variant)
+	c, err := openWeights(ctx, dir, o, o.variant)
+	if err != nil || len(c.files) != 1 || c.files[0].name != fileName(peftBase, "") {
+		return c, err
+	}
+	return openAdapters(ctx, dir, c, o)
+}
+
+// peftBase is the base name of peft's weight files.
+const peftBase = "adapter_model"
+
+// openAdapters returns the adapters that peft's save_pretrained writes
+// beside its default one, c, in a folder on disk: each adapter but the
+// default in a subfolder named after it, with its adapter_config.json. A
+// folder with such subfolders is a model of several parts, the default
+// adapter in the folder itself and the others in theirs; over HTTP, where
+// a folder cannot be listed, the default adapter alone.
+func openAdapters(ctx context.Context, dir folder, c *Checkpoint, o *options) (*Checkpoint, error) {
+	subs, err := dir.dirs()
+	if err != nil {
+		return c, nil
+	}
+	parts := []*Checkpoint{c}
+	for _, name := range subs {
+		sub := dir.sub(name)
+		if !sub.exists(ctx, "adapter_config.json") || !sub.exists(ctx, fileName(peftBase, "")) {
+			continue
+		}
+		f, err := sub.open(ctx, fileName(peftBase, ""), o)
+		if err != nil {
+			return nil, closeAll(parts, err)
+		}
+		p := single(sub, f, "")
+		p.part = name
+		parts = append(parts, p)
+	}
+	if len(parts) == 1 {
+		return c, nil
+	}
+	return joinParts(dir, parts, nil, o)
 }
 
 // openWeights opens the weights of one model in dir, of the variant ("" for
@@ -289,7 +328,7 @@ func openDistributed(ctx context.Context, dir folder, o *options) (*Checkpoint, 
 func openListed(ctx context.Context, dir folder, o *options, variant string, tried []string) (*Checkpoint, error) {
 	names, err := dir.list()
 	if errors.Is(err, errNoList) {
-		return nil, fmt.Errorf("%w: %s: none of %s", ErrNoModel, dir.path(""), strings.Join(tried, ", "))
+		return nil, fmt.Errorf("%w: %s%s: none of %s", ErrNoModel, dir.path(""), foreignNote(ctx, dir), strings.Join(tried, ", "))
 	}
 	if err != nil {
 		return nil, err
@@ -348,7 +387,7 @@ func openListed(ctx context.Context, dir folder, o *options, variant string, tri
 	if variant != "" {
 		what = fmt.Sprintf("no files of the variant %q", variant)
 	}
-	msg := fmt.Sprintf("%s: %s: none of %s, nor any *.safetensors file", dir.path(""), what, strings.Join(tried, ", "))
+	msg := fmt.Sprintf("%s: %s%s: none of %s, nor any *.safetensors file", dir.path(""), what, foreignNote(ctx, dir), strings.Join(tried, ", "))
 	if len(variants) > 0 {
 		var vs []string
 		for _, v := range slices.Sorted(maps.Keys(variants)) {
@@ -357,6 +396,16 @@ func openListed(ctx context.Context, dir folder, o *options, variant string, tri
 		msg += "; there are files of the variants " + strings.Join(vs, "; ") + ": choose one with Variant (the command's --variant)"
 	}
 	return nil, fmt.Errorf("%w: %s", ErrNoModel, msg)
+}
+
+// foreignNote returns what an error says of the weights in other formats
+// in dir, if any, for a folder that holds no safetensors weights.
+func foreignNote(ctx context.Context, dir folder) string {
+	foreign := foreignWeights(ctx, dir, true)
+	if len(foreign) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(": its weights are in another format than safetensors (%s), which this package does not read: convert them to safetensors", strings.Join(foreign, ", "))
 }
 
 // listedVariant returns the variant of a safetensors file that a folder
@@ -394,6 +443,7 @@ func openPipeline(ctx context.Context, dir folder, data []byte, o *options) (*Ch
 	}
 	slices.Sort(names)
 	var parts []*Checkpoint
+	var skipped []string
 	for _, name := range names {
 		sub := dir.sub(name)
 		if _, err := sub.read(ctx, configFile); notExist(err) {
@@ -402,12 +452,18 @@ func openPipeline(ctx context.Context, dir folder, data []byte, o *options) (*Ch
 			return nil, closeAll(parts, err)
 		}
 		p, err := openPart(ctx, sub, name, o)
+		if errors.Is(err, ErrNoModel) {
+			if foreign := foreignWeights(ctx, sub, true); len(foreign) > 0 {
+				skipped = append(skipped, skippedPart(name, foreign))
+				continue
+			}
+		}
 		if err != nil {
 			return nil, closeAll(parts, fmt.Errorf("%s: component %s: %w", dir.path(modelIndexFile), name, err))
 		}
 		parts = append(parts, p)
 	}
-	return joinParts(dir, parts, o)
+	return joinParts(dir, parts, skipped, o)
 }
 
 // openModules opens the sentence-transformers model in dir, whose
@@ -421,33 +477,136 @@ func openModules(ctx context.Context, dir folder, data []byte, o *options) (*Che
 		return nil, fmt.Errorf("%w: %s: not a JSON list of modules: %v", ErrNoModel, dir.path(modulesFile), err)
 	}
 	var parts []*Checkpoint
+	var skipped []string
 	seen := map[string]bool{}
-	for _, m := range modules {
-		if m.Path == nil {
-			continue
-		}
-		p := strings.TrimSuffix(*m.Path, "/")
+	// add adds the module in the folder p, and the modules a Router there
+	// routes to, in folders of its own.
+	var add func(p string, depth int) error
+	add = func(p string, depth int) error {
 		if seen[p] {
-			continue // a module listed twice, as "2_Dense" and "2_Dense/"
+			return nil // a module listed twice, as "2_Dense" and "2_Dense/"
 		}
 		seen[p] = true
 		if p != "" && !localName(p) {
-			return nil, closeAll(parts, fmt.Errorf("%w: %s: module path %q leaves the model's folder", ErrNoModel, dir.path(modulesFile), p))
+			return fmt.Errorf("%w: %s: module path %q leaves the model's folder", ErrNoModel, dir.path(modulesFile), p)
 		}
 		sub := dir
 		if p != "" {
 			sub = dir.sub(p)
 		}
 		c, err := openPart(ctx, sub, p, o)
-		if errors.Is(err, ErrNoModel) {
-			continue // a module without weights: Pooling, Normalize, ...
+		if err == nil {
+			parts = append(parts, c)
+			return nil
 		}
-		if err != nil {
-			return nil, closeAll(parts, fmt.Errorf("%s: module %q: %w", dir.path(modulesFile), p, err))
+		if !errors.Is(err, ErrNoModel) {
+			return fmt.Errorf("%s: module %q: %w", dir.path(modulesFile), p, err)
 		}
-		parts = append(parts, c)
+		// A module without weights (Pooling, Normalize), or a Router, whose
+		// router_config.json names the folders of the modules it routes
+		// to, or weights in another format, which are not read.
+		if routed, err := routerModules(ctx, sub); err != nil {
+			return err
+		} else if len(routed) > 0 && depth < maxRouterDepth {
+			for _, r := range routed {
+				if err := add(path.Join(p, r), depth+1); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		if foreign := foreignWeights(ctx, sub, false); len(foreign) > 0 {
+			skipped = append(skipped, skippedPart(p, foreign))
+		}
+		return nil
 	}
-	return joinParts(dir, parts, o)
+	for _, m := range modules {
+		if m.Path == nil {
+			continue
+		}
+		if err := add(strings.TrimSuffix(*m.Path, "/"), 0); err != nil {
+			return nil, closeAll(parts, err)
+		}
+	}
+	return joinParts(dir, parts, skipped, o)
+}
+
+// maxRouterDepth bounds how deep Routers nest.
+const maxRouterDepth = 4
+
+// routerModules returns the folders, in the folder dir of a
+// sentence-transformers Router, of the modules it routes to, as its
+// router_config.json names them in "types"; none for any other module.
+func routerModules(ctx context.Context, dir folder) ([]string, error) {
+	data, err := dir.read(ctx, "router_config.json")
+	if notExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var cfg struct {
+		Types map[string]json.RawMessage `json:"types"`
+	}
+	if json.Unmarshal(data, &cfg) != nil {
+		return nil, nil
+	}
+	var out []string
+	for name := range cfg.Types {
+		if localName(name) && !strings.Contains(name, "/") {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// skippedPart describes a part whose weights are in another format.
+func skippedPart(part string, files []string) string {
+	where := part
+	if where == "" {
+		where = "the model's folder"
+	}
+	return fmt.Sprintf("%s: %s (weights in another format than safetensors, not read)", where, strings.Join(files, ", "))
+}
+
+// foreignExts are the extensions of weight files in other formats than
+// safetensors: PyTorch pickles, TensorFlow, Flax, GGUF, ONNX.
+var foreignExts = []string{".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".gguf", ".onnx"}
+
+// foreignNames are the files in which the libraries save weights in other
+// formats, looked for over HTTP, where a folder cannot be listed.
+var foreignNames = []string{"pytorch_model.bin", "pytorch_model.bin.index.json", "diffusion_pytorch_model.bin", "adapter_model.bin", "open_clip_pytorch_model.bin", "tf_model.h5", "flax_model.msgpack"}
+
+// foreignWeights returns the weight files in other formats than
+// safetensors in dir: those a folder on disk lists; over HTTP, where probe
+// is true, those of foreignNames that the server has.
+func foreignWeights(ctx context.Context, dir folder, probe bool) []string {
+	names, err := dir.list()
+	if err == nil {
+		var out []string
+		for _, n := range names {
+			if slices.ContainsFunc(foreignExts, func(ext string) bool { return strings.HasSuffix(n, ext) }) || strings.HasSuffix(n, ".bin.index.json") {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	if !probe {
+		return nil
+	}
+	found := make([]bool, len(foreignNames))
+	parallel.For(ctx, len(foreignNames), len(foreignNames), func(_, i int) error {
+		found[i] = dir.exists(ctx, foreignNames[i])
+		return nil
+	})
+	var out []string
+	for i, ok := range found {
+		if ok {
+			out = append(out, foreignNames[i])
+		}
+	}
+	return out
 }
 
 // openPart opens the weights of a part in its folder sub: of the variant,
@@ -475,17 +634,21 @@ func closeAll(parts []*Checkpoint, err error) error {
 
 // joinParts returns the checkpoint of a model of several parts: one set of
 // tensors, named behind each part's name, over the parts' files.
-func joinParts(dir folder, parts []*Checkpoint, o *options) (*Checkpoint, error) {
+func joinParts(dir folder, parts []*Checkpoint, skipped []string, o *options) (*Checkpoint, error) {
 	if len(parts) == 0 {
+		if len(skipped) > 0 {
+			return nil, fmt.Errorf("%w: %s: no part holds weights in safetensors files: %s", ErrNoModel, dir.path(""), strings.Join(skipped, "; "))
+		}
 		return nil, fmt.Errorf("%w: %s: no part holds weights", ErrNoModel, dir.path(""))
 	}
 	if o.variant != "" && !slices.ContainsFunc(parts, func(p *Checkpoint) bool { return p.variant == o.variant }) {
 		return nil, closeAll(parts, fmt.Errorf("%w: %s: no part has files of the variant %q", ErrNoModel, dir.path(""), o.variant))
 	}
 	if len(parts) == 1 && parts[0].part == "" {
+		parts[0].skipped = skipped
 		return parts[0], nil // a sentence-transformers model of one module with weights
 	}
-	c := &Checkpoint{dir: dir, variant: o.variant, where: map[string]loc{}, parts: parts, owner: true}
+	c := &Checkpoint{dir: dir, variant: o.variant, where: map[string]loc{}, parts: parts, skipped: skipped, owner: true}
 	type partFile struct {
 		f    *file
 		part int

@@ -597,3 +597,79 @@ func TestOpenLegacyVariantIndex(t *testing.T) {
 	assert.Equal(t, "fp16", variantOf("diffusion_pytorch_model-00001-of-00002.fp16.safetensors"))
 	assert.Equal(t, "fp16", indexVariant("diffusion_pytorch_model.safetensors.fp16.index.json"))
 }
+
+// TestOpenSentenceTransformersRouter: the modules a sentence-transformers
+// Router routes to, in folders its router_config.json names, are parts;
+// a module whose weights are a pickle is left out, and Skipped says so.
+func TestOpenSentenceTransformersRouter(t *testing.T) {
+	dir := t.TempDir()
+	writeJSON(t, filepath.Join(dir, "modules.json"), []map[string]any{
+		{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.base.modules.transformer.Transformer"},
+		{"idx": 1, "name": "1", "path": "1_Pooling", "type": "Pooling"},
+		{"idx": 2, "name": "2", "path": "2_Router", "type": "sentence_transformers.base.modules.router.Router"},
+		{"idx": 3, "name": "3", "path": "3_Dense", "type": "Dense"},
+	})
+	root, query, doc := tensorsOf("emb", 1, 2, 8), tensorsOf("linear", 2, 1, 8), tensorsOf("linear", 3, 1, 8)
+	require.NoError(t, safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), root, nil))
+	writeJSON(t, filepath.Join(dir, "config.json"), map[string]any{})
+	writeJSON(t, filepath.Join(dir, "1_Pooling", "config.json"), map[string]any{})
+	writeJSON(t, filepath.Join(dir, "2_Router", "router_config.json"), map[string]any{
+		"types":     map[string]any{"query_0_Dense": "Dense", "document_0_Dense": "Dense"},
+		"structure": map[string]any{"query": []any{"query_0_Dense"}, "document": []any{"document_0_Dense"}},
+	})
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "2_Router", "query_0_Dense"), 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "2_Router", "document_0_Dense"), 0o755))
+	require.NoError(t, safetensors.WriteFile(filepath.Join(dir, "2_Router", "query_0_Dense", "model.safetensors"), query, nil))
+	require.NoError(t, safetensors.WriteFile(filepath.Join(dir, "2_Router", "document_0_Dense", "model.safetensors"), doc, nil))
+	writeJSON(t, filepath.Join(dir, "3_Dense", "config.json"), map[string]any{})
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "3_Dense", "pytorch_model.bin"), []byte("pickle"), 0o644))
+
+	c, err := Open(context.Background(), dir)
+	require.NoError(t, err)
+	defer c.Close()
+	var parts []string
+	for _, p := range c.Parts() {
+		parts = append(parts, p.Part())
+	}
+	assert.Equal(t, []string{"", "2_Router/document_0_Dense", "2_Router/query_0_Dense"}, parts)
+	want := byName("", root)
+	maps.Copy(want, byName("2_Router/query_0_Dense/", query))
+	maps.Copy(want, byName("2_Router/document_0_Dense/", doc))
+	assert.Equal(t, want, readAll(t, c))
+	assert.Equal(t, []string{"3_Dense: pytorch_model.bin (weights in another format than safetensors, not read)"}, c.Skipped())
+}
+
+// TestOpenForeignWeights: a folder whose weights are all in another
+// format says so first, on disk and over HTTP.
+func TestOpenForeignWeights(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "pytorch_model.bin"), []byte("pickle"), 0o644))
+	writeJSON(t, filepath.Join(dir, "config.json"), map[string]any{})
+	openBoth(t, dir, "", func(t *testing.T, target string) {
+		_, err := Open(context.Background(), target)
+		assert.ErrorIs(t, err, ErrNoModel)
+		assert.ErrorContains(t, err, "no model found: "+target+": ")
+		assert.ErrorContains(t, err, "its weights are in another format than safetensors (pytorch_model.bin)")
+	})
+}
+
+// TestOpenPeftAdapters: the adapters peft saves beside its default one,
+// each in a subfolder named after it, are parts of the model on disk.
+func TestOpenPeftAdapters(t *testing.T) {
+	dir := t.TempDir()
+	def, second := tensorsOf("base_model.model.q.lora_A.", 1, 2, 8), tensorsOf("base_model.model.q.lora_A.", 2, 2, 8)
+	require.NoError(t, safetensors.WriteFile(filepath.Join(dir, "adapter_model.safetensors"), def, map[string]string{"format": "pt"}))
+	writeJSON(t, filepath.Join(dir, "adapter_config.json"), map[string]any{"peft_type": "LORA"})
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "second"), 0o755))
+	require.NoError(t, safetensors.WriteFile(filepath.Join(dir, "second", "adapter_model.safetensors"), second, map[string]string{"format": "pt"}))
+	writeJSON(t, filepath.Join(dir, "second", "adapter_config.json"), map[string]any{"peft_type": "LORA"})
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "notes"), 0o755))
+
+	c, err := Open(context.Background(), dir)
+	require.NoError(t, err)
+	defer c.Close()
+	assert.Equal(t, []string{"adapter_model.safetensors", "second/adapter_model.safetensors"}, c.Files())
+	want := byName("", def)
+	maps.Copy(want, byName("second/", second))
+	assert.Equal(t, want, readAll(t, c))
+}

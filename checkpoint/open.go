@@ -67,7 +67,9 @@ var (
 //     (unet, vae, text_encoder, ...);
 //   - a sentence-transformers model, by its modules.json: each module
 //     whose folder holds weights is a part, named after its folder (""
-//     for the transformer in the model's own folder, 2_Dense, ...);
+//     for the transformer in the model's own folder, 2_Dense, ...), and
+//     so are the modules a Router routes to (2_Router/query_0_Dense, as
+//     its router_config.json names them);
 //   - the weights of one model, as transformers, timm and
 //     sentence-transformers (model.safetensors, then
 //     model.safetensors.index.json), diffusers (diffusion_pytorch_model.safetensors,
@@ -77,9 +79,21 @@ var (
 //     on disk, the one *.safetensors.index.json, or the one *.safetensors
 //     file (such as diffusers' pytorch_lora_weights.safetensors).
 //
+// Before those names, it reads the file that config.json names in
+// "transformers_weights", and, in a folder on disk, a distributed
+// checkpoint of transformers 5 (shard-00001-model-00001-of-00002.safetensors
+// and the folder's other *.safetensors files), as transformers does; with a
+// Variant, diffusers' former name of a variant's index
+// (diffusion_pytorch_model.safetensors.fp16.index.json) after the
+// current one. peft's adapters other than the default one, each in a
+// subfolder named after it beside the default adapter_model.safetensors,
+// are parts of the model on disk.
+//
 // A folder with none of these, or with several candidates and no way to
 // choose, gives an error wrapping ErrNoModel that says what was looked
-// for; one that holds only files of variants lists them.
+// for; one that holds only files of variants lists them, and one whose
+// weights are in another format (pytorch_model.bin) says so. A part whose
+// weights are in another format is left out, and Skipped says so.
 //
 // A sharded checkpoint opens every shard at once (up to eight at a time,
 // in parallel over HTTP), since checking it needs every shard's header,
