@@ -341,7 +341,7 @@ func openListed(ctx context.Context, dir folder, o *options, variant string, tri
 	}
 	for _, n := range names {
 		switch {
-		case strings.HasSuffix(n, ".json") && strings.Contains(n, ".safetensors.index"):
+		case strings.HasSuffix(n, ".json") && (strings.Contains(n, ".safetensors.index") || indexVariant(n) != ""):
 			v := indexVariant(n)
 			if v != "" {
 				variants[v] = append(variants[v], n)
