@@ -102,6 +102,23 @@ func (f *localFolder) openRegular(name string) (*os.File, error) {
 	return file, err
 }
 
+// sizedFile is a file read through ReadAt, of the size it had when it was
+// opened: a read that finds it shorter says that it was truncated while
+// it was read, naming it.
+type sizedFile struct {
+	*os.File
+	size int64
+	path string
+}
+
+func (f *sizedFile) ReadAt(p []byte, off int64) (int, error) {
+	n, err := f.File.ReadAt(p, off)
+	if n < len(p) && (err == nil || err == io.EOF) && off+int64(len(p)) <= f.size {
+		err = fmt.Errorf("%s: the file was truncated while it was read: %w", f.path, io.ErrUnexpectedEOF)
+	}
+	return n, err
+}
+
 // errIsDir is the error for a folder where a file is looked for: it
 // matches fs.ErrNotExist, since no file of that name exists.
 var errIsDir = isDirError{}
@@ -130,7 +147,7 @@ func (f *localFolder) open(ctx context.Context, name string, o *options) (*file,
 	if info.Size() > maxMapped {
 		// It cannot be mapped: read it through the file, which the
 		// checkpoint then owns.
-		r, err := safetensors.NewReaderAt(osf, info.Size(), o.read...)
+		r, err := safetensors.NewReaderAt(&sizedFile{osf, info.Size(), f.path(name)}, info.Size(), o.read...)
 		if err != nil {
 			osf.Close()
 			return nil, &os.PathError{Op: "open", Path: f.path(name), Err: err}

@@ -20,7 +20,6 @@ import (
 	"github.com/safetensors-go/safetensors/internal/atomicfile"
 	"github.com/safetensors-go/safetensors/internal/parallel"
 	"github.com/safetensors-go/safetensors/internal/pyjson"
-	"github.com/safetensors-go/safetensors/internal/regular"
 )
 
 // CompressedTensorsVersion is the version of the compressed-tensors library
@@ -82,31 +81,46 @@ func isHead(module string) bool {
 // the top of the directory (tokenizer, generation config, ...) are copied,
 // through symbolic links, while subdirectories and special files are not.
 //
-// src is any input of the checkpoint package's Open on disk: a model directory
-// (model.safetensors, a sharded checkpoint with its index, or one other
-// safetensors file, beside config.json; a Hugging Face cache snapshot
-// too), a sharded checkpoint's index, or a single safetensors file; the
-// config.json of its directory is used if there is one, and the other
-// files are copied from a directory or an index's directory, not beside a
-// single file. dst appears only when
+// src is any input of the checkpoint package's Open but a model of several
+// parts (an error wrapping ErrUnsupported), opened with opts (such as
+// checkpoint.Variant, or checkpoint.RemoteOptions for a URL): a model
+// directory (model.safetensors, a sharded checkpoint with its index, or
+// one other safetensors file, beside config.json; a Hugging Face cache
+// snapshot too), a sharded checkpoint's index, a single safetensors file,
+// or a URL of one of these; the config.json of its folder is used if there
+// is one, and the other files are copied from a directory or an index's
+// directory on disk, not beside a single file, nor over HTTP, where a
+// folder cannot be listed. Tensors that a shard holds and its index does
+// not list are left out, as loaders leave them out. dst appears only when
 // complete: the files are written into a temporary directory beside it,
 // renamed into place at the end, and removed on failure.
 //
 // When ctx is done before WriteModel is, it stops (between tensors, or
 // between blocks of rows of a large weight), removes what it wrote, and
 // returns an error wrapping ctx.Err() and context.Cause(ctx).
-func WriteModel(ctx context.Context, src, dst string, s Strategy) (*Summary, error) {
+func WriteModel(ctx context.Context, src, dst string, s Strategy, opts ...checkpoint.Option) (*Summary, error) {
 	if _, err := os.Lstat(dst); err == nil {
 		return nil, fmt.Errorf("quant: %s: %w", dst, os.ErrExist)
 	}
-	info, err := os.Stat(src)
+	ck, err := checkpoint.Open(ctx, src, opts...)
 	if err != nil {
 		return nil, err
 	}
-	dir, files, index, err := modelFiles(ctx, src)
-	if err != nil {
-		return nil, err
+	defer ck.Close()
+	if ck.Parts() != nil {
+		return nil, fmt.Errorf("%w: %s is a model of several parts: quantize each part's folder", ErrUnsupported, src)
 	}
+	// The other files are copied from a folder on disk: one over HTTP
+	// cannot be listed.
+	copyOthers := false
+	if !strings.HasPrefix(src, "http://") && !strings.HasPrefix(src, "https://") {
+		info, err := os.Stat(src)
+		if err != nil {
+			return nil, err
+		}
+		copyOthers = info.IsDir() || ck.Index() != ""
+	}
+	dir, files, index := ck.Dir(), ck.Files(), ck.Index()
 	tmp, err := mkdirTemp(filepath.Dir(filepath.Clean(dst)), "."+filepath.Base(dst)+".tmp-")
 	if err != nil {
 		return nil, err
@@ -122,7 +136,7 @@ func WriteModel(ctx context.Context, src, dst string, s Strategy) (*Summary, err
 	var total uint64
 	heads := map[string]bool{}
 	for _, f := range files {
-		n, err := quantizeFile(ctx, filepath.Join(dir, f), filepath.Join(tmp, f), s, sum, weightMap, heads)
+		n, err := quantizeFile(ctx, ck, f, filepath.Join(tmp, f), s, sum, weightMap, heads)
 		if err != nil {
 			return nil, err
 		}
@@ -138,14 +152,14 @@ func WriteModel(ctx context.Context, src, dst string, s Strategy) (*Summary, err
 	slices.Sort(sum.Quantized)
 	slices.Sort(sum.Kept)
 	if index != "" {
-		if err := writeIndex(filepath.Join(dir, index), filepath.Join(tmp, index), weightMap, total); err != nil {
+		if err := writeIndex(ctx, ck, filepath.Join(tmp, index), weightMap, total); err != nil {
 			return nil, err
 		}
 	}
-	if err := writeConfig(filepath.Join(dir, "config.json"), filepath.Join(tmp, "config.json"), s, sum.Ignore); err != nil {
+	if err := writeConfig(ctx, ck, filepath.Join(tmp, "config.json"), s, sum.Ignore); err != nil {
 		return nil, err
 	}
-	if info.IsDir() || index != "" {
+	if copyOthers {
 		skip := map[string]bool{"config.json": true, index: true}
 		for _, f := range files {
 			skip[f] = true
@@ -176,40 +190,33 @@ func WriteModel(ctx context.Context, src, dst string, s Strategy) (*Summary, err
 	return sum, nil
 }
 
-// modelFiles returns the directory of the model at src (any input of
-// checkpoint.Open on disk), its safetensors files and the name of its
-// index, if it is sharded.
-func modelFiles(ctx context.Context, src string) (dir string, files []string, index string, err error) {
-	m, err := checkpoint.Open(ctx, src)
-	if err != nil {
-		return "", nil, "", err
-	}
-	defer m.Close()
-	if m.Parts() != nil {
-		return "", nil, "", fmt.Errorf("%w: %s is a model of several parts: quantize each part's folder", ErrUnsupported, src)
-	}
-	return m.Dir(), m.Files(), m.Index(), nil
-}
-
 // isFile reports whether path is a regular file, following links.
 func isFile(path string) bool {
 	info, err := os.Stat(path)
 	return err == nil && info.Mode().IsRegular()
 }
 
-// quantizeFile writes the file in at out with its Linear weights quantized,
-// records what it did in sum and the tensors' file in weightMap, and
-// returns the size of the tensors written.
-func quantizeFile(ctx context.Context, in, out string, s Strategy, sum *Summary, weightMap map[string]any, heads map[string]bool) (uint64, error) {
-	r, err := safetensors.Open(in)
+// quantizeFile writes the file f of ck at out with its Linear weights
+// quantized, records what it did in sum and the tensors' file in
+// weightMap, and returns the size of the tensors written.
+func quantizeFile(ctx context.Context, ck *checkpoint.Checkpoint, f, out string, s Strategy, sum *Summary, weightMap map[string]any, heads map[string]bool) (uint64, error) {
+	in := ck.Dir() + "/" + f // for messages
+	if !strings.Contains(ck.Dir(), "://") {
+		in = filepath.Join(ck.Dir(), filepath.FromSlash(f))
+	}
+	h, err := ck.Header(f)
 	if err != nil {
 		return 0, err
 	}
-	defer r.Close()
-	h := r.Header()
+	var listed []safetensors.TensorInfo // those ck reads: those its index lists
+	for _, t := range h.Tensors {
+		if file, err := ck.File(t.Name); err == nil && file == f {
+			listed = append(listed, t)
+		}
+	}
 	var specs []safetensors.TensorSpec
 	var total uint64
-	for _, t := range h.Tensors {
+	for _, t := range listed {
 		if module, ok := strings.CutSuffix(t.Name, ".weight"); ok && isHead(module) && len(t.Shape) == 2 {
 			heads[module] = true
 		}
@@ -230,11 +237,11 @@ func quantizeFile(ctx context.Context, in, out string, s Strategy, sum *Summary,
 		total += t.DataOffsets[1] - t.DataOffsets[0]
 		weightMap[t.Name] = filepath.Base(out)
 	}
-	for _, info := range h.Tensors {
+	for _, info := range listed {
 		if err := parallel.Stopped(ctx); err != nil {
 			return 0, fmt.Errorf("%s not written: %w", out, err)
 		}
-		t, err := r.Tensor(info.Name)
+		t, err := ck.TensorContext(ctx, info.Name)
 		if err != nil {
 			return 0, err
 		}
@@ -313,18 +320,18 @@ func QuantizationConfig(s Strategy, ignore []string) map[string]any {
 	}
 }
 
-// writeConfig writes the config.json at in, or an empty one if there is
-// none, with the quantization_config, as update_config does.
-func writeConfig(in, out string, s Strategy, ignore []string) error {
+// writeConfig writes the config.json of ck's folder, or an empty one if
+// there is none, with the quantization_config, as update_config does.
+func writeConfig(ctx context.Context, ck *checkpoint.Checkpoint, out string, s Strategy, ignore []string) error {
 	cfg := map[string]any{}
-	data, err := readRegular(in)
+	data, err := ck.ReadFile(ctx, "config.json")
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 	case err != nil:
 		return err
 	default:
 		if cfg, err = decodeObject(data); err != nil {
-			return fmt.Errorf("quant: %s: %w", in, err)
+			return fmt.Errorf("quant: %s/config.json: %w", ck.Dir(), err)
 		}
 	}
 	cfg["quantization_config"] = QuantizationConfig(s, ignore)
@@ -348,17 +355,17 @@ func decodeObject(data []byte) (map[string]any, error) {
 	return v, nil
 }
 
-// writeIndex writes the sharded checkpoint's index with the new weight map
-// and total size, as transformers writes one (sorted keys, two-space
-// indent, a final newline), keeping the other metadata.
-func writeIndex(in, out string, weightMap map[string]any, total uint64) error {
-	data, err := readRegular(in)
+// writeIndex writes the index of the sharded checkpoint ck with the new
+// weight map and total size, as transformers writes one (sorted keys,
+// two-space indent, a final newline), keeping the other metadata.
+func writeIndex(ctx context.Context, ck *checkpoint.Checkpoint, out string, weightMap map[string]any, total uint64) error {
+	data, err := ck.ReadFile(ctx, ck.Index())
 	if err != nil {
 		return err
 	}
 	idx, err := decodeObject(data)
 	if err != nil {
-		return fmt.Errorf("quant: %s: %w", in, err)
+		return fmt.Errorf("quant: %s/%s: %w", ck.Dir(), ck.Index(), err)
 	}
 	meta, _ := idx["metadata"].(map[string]any)
 	if meta == nil {
@@ -389,18 +396,6 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	return syncClose(out)
-}
-
-// readRegular reads the file at path, refusing one that is not a regular
-// file (a FIFO would block the read) with an error wrapping
-// safetensors.ErrNotRegular.
-func readRegular(path string) ([]byte, error) {
-	data, err := regular.ReadFile(os.OpenFile, path)
-	var nr *regular.NotRegularError
-	if errors.As(err, &nr) {
-		return nil, fmt.Errorf("quant: %s: %w (mode %v)", path, safetensors.ErrNotRegular, nr.Mode)
-	}
-	return data, err
 }
 
 // writeFileSync writes data to a new file at path and syncs it, so that

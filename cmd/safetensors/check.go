@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/safetensors-go/safetensors/check"
-	"github.com/safetensors-go/safetensors/checkpoint"
 )
 
 func runCheck(args []string, stdout, stderr io.Writer) int {
@@ -23,19 +22,20 @@ and config.json (beside the weights, or --config) against the weights: for every
 architecture, the layer count, hidden size, vocabulary and MLP width of the
 configuration and of its sub-configurations (text_config, vision_config, ...),
 and every shape for the families `+strings.Join(check.Families, ", ")+`.
-FILE may be a safetensors file, a sharded checkpoint (its index or directory), a
-model directory, or a URL (below). Every value is read once, in parallel. The
-status is 1 if there is an error, 0 with warnings only.`+remoteHelp)
+Every value is read once, piece by piece, in parallel. A model of several parts
+is checked part by part, each against the config.json of its folder: each
+part's report follows the model's line, its lines behind the part's name. The
+status is 1 if there is an error, 0 with warnings only.`+modelHelp)
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	configPath := fs.String("config", "", "the model's config.json, if not beside the weights")
 	maxAbs := fs.Float64("max-abs", check.DefaultMaxAbs, "warn about values whose magnitude is beyond this (a negative value: never)")
-	addRemoteFlags(fs)
+	addModelFlags(fs)
 	operands, status, ok := parse(fs, args, stdout)
 	if !ok {
 		return status
 	}
 	if len(operands) != 1 {
-		return usageError(fs, "want one FILE, DIR or URL, got %d", len(operands))
+		return usageError(fs, "want one MODEL, got %d", len(operands))
 	}
 	name := operands[0]
 	var opts []check.Option
@@ -48,30 +48,25 @@ status is 1 if there is an error, 0 with warnings only.`+remoteHelp)
 		return usageError(fs, "--max-abs must be positive, or negative for no limit, not %v", *maxAbs)
 	}
 	if *configPath != "" {
-		data, err := readInput(*configPath)
+		data, err := readRegular(*configPath)
 		if err != nil {
-			fmt.Fprintf(stderr, "safetensors check: %s\n", errorText(err))
-			return exitFail
+			return fail(stderr, "check", err)
 		}
 		opts = append(opts, check.Config(data))
 	}
 	ctx, stop := catchInterrupts()
 	defer stop()
-	var report *check.Report
-	var err error
-	ck, err := checkpoint.Open(ctx, name, checkpointOptions(name)...) // ctx stops its network reads too
+	m, err := openModel(ctx, name) // ctx stops its network reads too
 	if err != nil {
-		fmt.Fprintf(stderr, "safetensors check: %s\n", errorText(err))
-		return exitFail
+		return fail(stderr, "check", err)
 	}
-	defer ck.Close()
-	report, err = check.Checkpoint(ctx, ck, opts...)
+	defer m.Close()
+	if parts := m.ck.Parts(); parts != nil && *configPath != "" {
+		return usageError(fs, "--config gives one config.json, and %s is a model of %d parts (%s), each checked against its own", name, len(parts), partNames(parts))
+	}
+	report, err := check.Checkpoint(ctx, m.ck, opts...)
 	if err != nil {
-		fmt.Fprintf(stderr, "safetensors check: %s\n", errorText(err))
-		if status := interruptStatus(err); status != 0 {
-			return status
-		}
-		return exitFail
+		return fail(stderr, "check", err)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
@@ -81,8 +76,7 @@ status is 1 if there is an error, 0 with warnings only.`+remoteHelp)
 		err = printReport(stdout, name, report)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "safetensors check: %s\n", errorText(err))
-		return exitFail
+		return fail(stderr, "check", err)
 	}
 	if report.Errors() > 0 {
 		return exitFail
@@ -90,33 +84,44 @@ status is 1 if there is an error, 0 with warnings only.`+remoteHelp)
 	return exitOK
 }
 
+// printReport prints the report r on the model name: for a model of
+// several parts, a line for the model, then each part's report, its lines
+// behind the part's name.
 func printReport(w io.Writer, name string, r *check.Report) error {
-	family := "configuration not checked"
-	if r.Family != "" {
-		family = r.Family + " configuration checked"
+	if r.Parts == nil {
+		return printPart(w, name+": ", "", r)
 	}
-	fmt.Fprintf(w, "%s: %d tensors, %s, %s: %d errors, %d warnings\n", name, r.Tensors, bytesString(r.Bytes), family, r.Errors(), r.Warnings())
-	if len(r.Checked) > 0 {
-		fmt.Fprintf(w, "config keys checked: %s\n", strings.Join(r.Checked, ", "))
-	}
-	for _, n := range r.Notes {
-		fmt.Fprintf(w, "note: %s\n", n)
-	}
-	for _, f := range r.Findings {
-		if _, err := fmt.Fprintln(w, f); err != nil {
+	fmt.Fprintf(w, "%s: %d parts, %d tensors, %s: %d errors, %d warnings\n", name, len(r.Parts), r.Tensors, bytesString(r.Bytes), r.Errors(), r.Warnings())
+	for _, p := range r.Parts {
+		label := p.Part
+		if label == "" {
+			label = "."
+		}
+		if err := printPart(w, label+": ", label+": ", p); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// readInput reads the named file, refusing anything but a regular file
-// without blocking (see openInput).
-func readInput(path string) ([]byte, error) {
-	f, err := openInput(path)
-	if err != nil {
-		return nil, err
+// printPart prints the report r, its first line behind head and the others
+// behind prefix.
+func printPart(w io.Writer, head, prefix string, r *check.Report) error {
+	family := "configuration not checked"
+	if r.Family != "" {
+		family = r.Family + " configuration checked"
 	}
-	defer f.Close()
-	return io.ReadAll(f)
+	fmt.Fprintf(w, "%s%d tensors, %s, %s: %d errors, %d warnings\n", head, r.Tensors, bytesString(r.Bytes), family, r.Errors(), r.Warnings())
+	if len(r.Checked) > 0 {
+		fmt.Fprintf(w, "%sconfig keys checked: %s\n", prefix, strings.Join(r.Checked, ", "))
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "%snote: %s\n", prefix, n)
+	}
+	for _, f := range r.Findings {
+		if _, err := fmt.Fprintf(w, "%s%s\n", prefix, f); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -7,17 +7,20 @@ import (
 	"io"
 	"strconv"
 
-	"github.com/safetensors-go/safetensors/checkpoint"
 	"github.com/safetensors-go/safetensors/diff"
 )
 
 func runDiff(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("diff", stdout, stderr, `Diff compares A and B (safetensors files, sharded checkpoints or model
-directories): the tensors only in one, the dtypes and shapes that differ, and for
-each tensor in both whether its bytes are identical or else how many values differ
-and the largest absolute and relative (|a-b| / max(|a|, |b|)) differences of the
-decoded values; and the metadata. The status is 1 when they differ.`)
+	fs := newFlags("diff", stdout, stderr, `Diff compares the MODELs A and B: the tensors only in one, the dtypes and shapes
+that differ, and for each tensor in both whether its bytes are identical or else
+how many values differ and the largest absolute and relative (|a-b| / max(|a|,
+|b|)) differences of the decoded values, read piece by piece; and the metadata
+(a model's, so that a sharded checkpoint and a single file of the same tensors
+are equal). The tensors of a model of several parts are named behind their
+part's folder ("unet/conv_in.weight"). --variant applies to both. The status is
+1 when they differ.`+modelHelp)
 	asJSON := fs.Bool("json", false, "print the comparison as JSON")
+	addModelFlags(fs)
 	operands, status, ok := parse(fs, args, stdout)
 	if !ok {
 		return status
@@ -29,11 +32,7 @@ decoded values; and the metadata. The status is 1 when they differ.`)
 	defer stop()
 	r, err := diffModels(ctx, operands[0], operands[1])
 	if err != nil {
-		fmt.Fprintf(stderr, "safetensors diff: %s\n", errorText(err))
-		if status := interruptStatus(err); status != 0 {
-			return status
-		}
-		return exitFail
+		return fail(stderr, "diff", err)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
@@ -43,8 +42,7 @@ decoded values; and the metadata. The status is 1 when they differ.`)
 		err = printDiff(stdout, operands[0], operands[1], r)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "safetensors diff: %s\n", errorText(err))
-		return exitFail
+		return fail(stderr, "diff", err)
 	}
 	if !r.Equal() {
 		return exitFail
@@ -52,20 +50,19 @@ decoded values; and the metadata. The status is 1 when they differ.`)
 	return exitOK
 }
 
-// diffModels compares the models a and b, each opened as openModel opens
-// it, with the options of the command line.
+// diffModels compares the models a and b, opened with openModel.
 func diffModels(ctx context.Context, a, b string) (*diff.Result, error) {
-	ma, err := checkpoint.Open(ctx, a, checkpointOptions(a)...)
+	ma, err := openModel(ctx, a)
 	if err != nil {
 		return nil, err
 	}
 	defer ma.Close()
-	mb, err := checkpoint.Open(ctx, b, checkpointOptions(b)...)
+	mb, err := openModel(ctx, b)
 	if err != nil {
 		return nil, err
 	}
 	defer mb.Close()
-	return diff.Compare(ctx, ma, mb, ma.Metadata(), mb.Metadata())
+	return diff.Compare(ctx, ma.ck, mb.ck, ma.ck.Metadata(), mb.ck.Metadata())
 }
 
 func printDiff(w io.Writer, a, b string, r *diff.Result) error {

@@ -41,7 +41,7 @@ func TestHelpCommand(t *testing.T) {
 
 	for _, args := range [][]string{{"help", "frobnicate"}, {"help", "inspect", "validate"}} {
 		status, stdout, stderr := runCmd(args...)
-		assert.Equal(t, exitUsage, status, "%q", args)
+		assert.Equal(t, exitTrouble, status, "%q", args)
 		assert.Empty(t, stdout, "%q", args)
 		assert.True(t, strings.HasPrefix(stderr, "safetensors help: "), "%q: %s", args, stderr)
 		assert.Contains(t, stderr, "usage:\n", "%q", args)

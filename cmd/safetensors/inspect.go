@@ -21,20 +21,23 @@ import (
 )
 
 func runInspect(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("inspect", stdout, stderr, `Inspect lists a file's tensors (name, dtype, shape, size in bytes, offsets in the
-data section), its metadata, and totals by dtype. FILE may also be a sharded
-checkpoint (its *.safetensors.index.json or its directory), listed shard by
-shard; or the directory of a safetensors-spark dataset (dataset_manifest.json),
-whose mode, schema and shards are listed.`+remoteHelp)
+	fs := newFlags("inspect", stdout, stderr, `Inspect lists a model's tensors (name, dtype, shape, size in bytes, offsets in
+the data section of their file), its metadata, and totals by dtype. A sharded
+checkpoint is listed shard by shard, with its index's own metadata (such as
+total_size) under "index metadata"; a model of several parts part by part, each
+part's section naming its files and tensors behind the part's folder
+("unet/conv_in.weight"), and the totals of all parts last. A DATASET is the
+directory of a safetensors-spark dataset (dataset_manifest.json), whose mode,
+schema and shards are listed.`+modelHelp)
 	asJSON := fs.Bool("json", false, "print JSON instead of tables")
-	addRemoteFlags(fs)
+	addModelFlags(fs)
 	sep := fs.String("separator", "__", "a key-value dataset's separator between key and column in tensor names")
 	operands, status, ok := parse(fs, args, stdout)
 	if !ok {
 		return status
 	}
 	if len(operands) != 1 {
-		return usageError(fs, "want one FILE or URL, got %d", len(operands))
+		return usageError(fs, "want one MODEL, got %d", len(operands))
 	}
 	name := operands[0]
 	if isDataset(name) {
@@ -42,22 +45,26 @@ whose mode, schema and shards are listed.`+remoteHelp)
 	}
 	m, err := openModel(context.Background(), name)
 	if err != nil {
-		fmt.Fprintf(stderr, "safetensors inspect: %s\n", errorText(err))
-		return exitFail
+		return fail(stderr, "inspect", err)
 	}
 	defer m.Close()
 	if m.warning != "" {
 		fmt.Fprintf(stderr, "safetensors inspect: warning: %s\n", m.warning)
 	}
-	s := m.summary(name)
-	if *asJSON {
-		err = s.writeJSON(stdout)
-	} else {
-		err = s.print(stdout)
+	switch parts := m.ck.Parts(); {
+	case parts != nil && *asJSON:
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(summarizeParts(name, m.ck))
+	case parts != nil:
+		err = summarizeParts(name, m.ck).print(stdout)
+	case *asJSON:
+		err = m.summary(name).writeJSON(stdout)
+	default:
+		err = m.summary(name).print(stdout)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "safetensors inspect: %s\n", errorText(err))
-		return exitFail
+		return fail(stderr, "inspect", err)
 	}
 	return exitOK
 }
@@ -74,7 +81,7 @@ func inspectDataset(dir, sep string, asJSON bool, stdout, stderr io.Writer) int 
 	d, err := openDataset(dir, sep)
 	if err != nil {
 		fmt.Fprintf(stderr, "safetensors inspect: %s\n", errorText(err))
-		return exitFail
+		return exitFail // the dataset is invalid
 	}
 	defer d.Close()
 	m := d.Manifest()
@@ -109,8 +116,7 @@ func inspectDataset(dir, sep string, asJSON bool, stdout, stderr io.Writer) int 
 		err = tw.Flush()
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "safetensors inspect: %s\n", errorText(err))
-		return exitFail
+		return fail(stderr, "inspect", err)
 	}
 	return exitOK
 }
@@ -125,15 +131,38 @@ func openDataset(dir, sep string) (*dataset.Dataset, error) {
 	return d, err
 }
 
-// summary is what inspect prints, and its JSON form.
+// summary is what inspect prints of a model of one part, or of a part of
+// a model, and its JSON form.
 type summary struct {
-	File        string          `json:"file"`
-	HeaderBytes uint64          `json:"header_bytes"` // N, after the 8-byte length; all shards' for a checkpoint
-	DataBytes   uint64          `json:"data_bytes"`
-	Metadata    map[string]any  `json:"metadata"` // strings, for a file or a checkpoint's index
-	Shards      []shardSummary  `json:"shards,omitempty"`
-	Tensors     []tensorSummary `json:"tensors"`
-	Totals      totals          `json:"totals"`
+	File string `json:"file"` // what was inspected; for a part, its folder
+	// Part is the part's name, its folder in the model's, for a part of a
+	// model of several parts ("" for the part in the model's own folder);
+	// nil otherwise.
+	Part        *string        `json:"part,omitempty"`
+	HeaderBytes uint64         `json:"header_bytes"` // N, after the 8-byte length; all shards' for a checkpoint
+	DataBytes   uint64         `json:"data_bytes"`
+	Metadata    map[string]any `json:"metadata"` // strings: the file's, or the model's (Checkpoint.Metadata)
+	// IndexMetadata is a sharded checkpoint's index's own metadata
+	// (Checkpoint.IndexMetadata), such as total_size.
+	IndexMetadata map[string]any  `json:"index_metadata,omitempty"`
+	Shards        []shardSummary  `json:"shards,omitempty"`
+	Tensors       []tensorSummary `json:"tensors"`
+	Totals        totals          `json:"totals"`
+
+	label string // the part's name in the output, for a part; unprinted
+}
+
+// partsSummary is what inspect prints of a model of several parts, and its
+// JSON form: the model's totals, and each part's summary.
+type partsSummary struct {
+	File        string         `json:"file"`
+	HeaderBytes uint64         `json:"header_bytes"`
+	DataBytes   uint64         `json:"data_bytes"`
+	Metadata    map[string]any `json:"metadata"` // the model's (Checkpoint.Metadata)
+	Parts       []summary      `json:"parts"`
+	Totals      totals         `json:"totals"`
+
+	files int // the number of files
 }
 
 type shardSummary struct {
@@ -165,6 +194,18 @@ type totals struct {
 	ByDType map[string]count `json:"by_dtype"`
 }
 
+// stringMap returns m as a map of values of any type, nil for nil.
+func stringMap(m map[string]string) map[string]any {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
 func summarize(file string, h *safetensors.Header) summary {
 	s := summary{
 		File:        file,
@@ -173,12 +214,7 @@ func summarize(file string, h *safetensors.Header) summary {
 		Tensors:     make([]tensorSummary, 0, len(h.Tensors)),
 		Totals:      totals{ByDType: map[string]count{}},
 	}
-	if h.Metadata != nil {
-		s.Metadata = make(map[string]any, len(h.Metadata))
-		for k, v := range h.Metadata {
-			s.Metadata[k] = v
-		}
-	}
+	s.Metadata = stringMap(h.Metadata)
 	for _, t := range h.Tensors {
 		s.add("", t)
 	}
@@ -190,12 +226,8 @@ func summarize(file string, h *safetensors.Header) summary {
 // file, under the names the checkpoint gives them.
 func summarizeCheckpoint(file string, ck *checkpoint.Checkpoint) summary {
 	s := summary{File: file, Totals: totals{ByDType: map[string]count{}}}
-	if md := ck.Metadata(); md != nil {
-		s.Metadata = make(map[string]any, len(md))
-		for k, v := range md {
-			s.Metadata[k] = v
-		}
-	}
+	s.Metadata = stringMap(ck.Metadata())
+	s.IndexMetadata = stringMap(ck.IndexMetadata())
 	for _, f := range ck.Files() {
 		s.Shards = append(s.Shards, shardSummary{File: f})
 	}
@@ -223,6 +255,46 @@ func summarizeCheckpoint(file string, ck *checkpoint.Checkpoint) summary {
 		}
 	}
 	return s
+}
+
+// summarizeParts summarizes the model of several parts ck, named file:
+// each part as summarizeCheckpoint does, its files and tensors named as ck
+// names them, behind the part's folder.
+func summarizeParts(file string, ck *checkpoint.Checkpoint) partsSummary {
+	ps := partsSummary{File: file, Metadata: stringMap(ck.Metadata()), Totals: totals{ByDType: map[string]count{}}}
+	for _, p := range ck.Parts() {
+		s := summarizeCheckpoint(p.Dir(), p)
+		part := p.Part()
+		s.Part, s.label = &part, partLabel(p)
+		prefix := partPrefix(p)
+		for i := range s.Shards {
+			s.Shards[i].File = prefix + s.Shards[i].File
+		}
+		for i := range s.Tensors {
+			s.Tensors[i].Shard = prefix + s.Tensors[i].Shard
+			s.Tensors[i].Name = prefix + s.Tensors[i].Name
+		}
+		ps.HeaderBytes += s.HeaderBytes
+		ps.DataBytes += s.DataBytes
+		ps.files += len(s.Shards)
+		ps.Totals.add(s.Totals)
+		ps.Parts = append(ps.Parts, s)
+	}
+	return ps
+}
+
+// add adds the totals o to t.
+func (t *totals) add(o totals) {
+	t.Tensors += o.Tensors
+	t.Parameters += o.Parameters
+	t.Bytes += o.Bytes
+	for d, c := range o.ByDType {
+		tc := t.ByDType[d]
+		tc.Tensors += c.Tensors
+		tc.Parameters += c.Parameters
+		tc.Bytes += c.Bytes
+		t.ByDType[d] = tc
+	}
 }
 
 // add adds tensor t, of the named shard, to s.
@@ -290,30 +362,42 @@ func (s summary) writeJSON(out io.Writer) error {
 		}
 		w.WriteString("\n      ]")
 	}
+	// meta writes a map of metadata, whose values are strings.
+	meta := func(m map[string]any) {
+		switch {
+		case m == nil:
+			w.WriteString("null")
+		case len(m) == 0:
+			w.WriteString("{}")
+		default:
+			w.WriteString("{")
+			for i, k := range slices.Sorted(maps.Keys(m)) {
+				if i > 0 {
+					w.WriteString(",")
+				}
+				w.WriteString("\n    ")
+				value(k, "    ")
+				w.WriteString(": ")
+				value(m[k], "    ")
+			}
+			w.WriteString("\n  }")
+		}
+	}
 	w.WriteString("{\n  \"file\": ")
 	value(s.File, "  ")
+	if s.Part != nil {
+		w.WriteString(",\n  \"part\": ")
+		value(*s.Part, "  ")
+	}
 	w.WriteString(",\n  \"header_bytes\": ")
 	num(s.HeaderBytes)
 	w.WriteString(",\n  \"data_bytes\": ")
 	num(s.DataBytes)
 	w.WriteString(",\n  \"metadata\": ")
-	switch {
-	case s.Metadata == nil:
-		w.WriteString("null")
-	case len(s.Metadata) == 0:
-		w.WriteString("{}")
-	default:
-		w.WriteString("{")
-		for i, k := range slices.Sorted(maps.Keys(s.Metadata)) {
-			if i > 0 {
-				w.WriteString(",")
-			}
-			w.WriteString("\n    ")
-			value(k, "    ")
-			w.WriteString(": ")
-			value(s.Metadata[k], "    ")
-		}
-		w.WriteString("\n  }")
+	meta(s.Metadata)
+	if len(s.IndexMetadata) > 0 {
+		w.WriteString(",\n  \"index_metadata\": ")
+		meta(s.IndexMetadata)
 	}
 	if len(s.Shards) > 0 {
 		w.WriteString(",\n  \"shards\": ")
@@ -363,22 +447,25 @@ func (s summary) writeJSON(out io.Writer) error {
 }
 
 func (s summary) print(w io.Writer) error {
-	fmt.Fprintf(w, "%s: %d tensors, %d parameters\n", s.File, s.Totals.Tensors, s.Totals.Parameters)
-	if s.Shards != nil {
+	head := s.File
+	if s.label != "" {
+		head = "part " + s.label
+	}
+	fmt.Fprintf(w, "%s: %d tensors, %d parameters\n", head, s.Totals.Tensors, s.Totals.Parameters)
+	if len(s.Shards) > 1 {
 		fmt.Fprintf(w, "%d shards: headers %s, data %s\n", len(s.Shards), bytesString(8*uint64(len(s.Shards))+s.HeaderBytes), bytesString(s.DataBytes))
 	} else {
 		fmt.Fprintf(w, "header %s, data %s\n", bytesString(8+s.HeaderBytes), bytesString(s.DataBytes))
 	}
-	if len(s.Metadata) > 0 {
-		fmt.Fprintln(w, "\nmetadata:")
-		for _, k := range slices.Sorted(maps.Keys(s.Metadata)) {
-			fmt.Fprintf(w, "  %s: %s\n", quoteIfNeeded(k), quoteIfNeeded(fmt.Sprint(s.Metadata[k])))
-		}
-	}
+	printMetadata(w, "metadata", s.Metadata)
+	printMetadata(w, "index metadata", s.IndexMetadata)
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	if s.Shards != nil {
+	switch {
+	case len(s.Shards) > 1:
 		fmt.Fprint(tw, "SHARD\t")
+	case s.Shards != nil:
+		fmt.Fprint(tw, "FILE\t")
 	}
 	fmt.Fprintln(tw, "NAME\tDTYPE\tSHAPE\tBYTES\tOFFSETS")
 	for _, t := range s.Tensors {
@@ -391,14 +478,50 @@ func (s summary) print(w io.Writer) error {
 		return err
 	}
 	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	return s.Totals.print(w)
+}
+
+// print prints the totals by dtype and in all, as a table.
+func (t totals) print(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "DTYPE\tTENSORS\tPARAMETERS\tBYTES\t")
-	for _, d := range slices.Sorted(maps.Keys(s.Totals.ByDType)) {
-		c := s.Totals.ByDType[d]
+	for _, d := range slices.Sorted(maps.Keys(t.ByDType)) {
+		c := t.ByDType[d]
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t\n", d, c.Tensors, c.Parameters, c.Bytes)
 	}
-	fmt.Fprintf(tw, "total\t%d\t%d\t%d\t\n", s.Totals.Tensors, s.Totals.Parameters, s.Totals.Bytes)
+	fmt.Fprintf(tw, "total\t%d\t%d\t%d\t\n", t.Tensors, t.Parameters, t.Bytes)
 	return tw.Flush()
+}
+
+// printMetadata prints metadata m, if it has keys, under a title.
+func printMetadata(w io.Writer, title string, m map[string]any) {
+	if len(m) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n%s:\n", title)
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		fmt.Fprintf(w, "  %s: %s\n", quoteIfNeeded(k), quoteIfNeeded(fmt.Sprint(m[k])))
+	}
+}
+
+// print prints the model's totals, each part's section, and the totals of
+// all parts.
+func (ps partsSummary) print(w io.Writer) error {
+	labels := make([]string, len(ps.Parts))
+	for i, p := range ps.Parts {
+		labels[i] = p.label
+	}
+	fmt.Fprintf(w, "%s: %d parts (%s), %d tensors, %d parameters\n", ps.File, len(ps.Parts), strings.Join(labels, ", "), ps.Totals.Tensors, ps.Totals.Parameters)
+	fmt.Fprintf(w, "%d files: headers %s, data %s\n", ps.files, bytesString(8*uint64(ps.files)+ps.HeaderBytes), bytesString(ps.DataBytes))
+	printMetadata(w, "metadata", ps.Metadata)
+	for _, p := range ps.Parts {
+		fmt.Fprintln(w)
+		if err := p.print(w); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(w, "\nall parts:")
+	return ps.Totals.print(w)
 }
 
 // quoteIfNeeded quotes s if it is empty or holds spaces, quotes or

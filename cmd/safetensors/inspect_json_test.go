@@ -29,6 +29,8 @@ func TestWriteJSON(t *testing.T) {
 		"sharded": {Shards: []shardSummary{{File: "a.safetensors", Tensors: 1, DataBytes: 24}, {File: odd}},
 			Tensors: []tensorSummary{tensor("a.safetensors", "w", []uint64{6}), tensor(odd, "v", []uint64{1, 1, 6})}},
 		"no_shards": {Shards: []shardSummary{}, Tensors: []tensorSummary{tensor("", "w", []uint64{6})}},
+		"part":      {File: "dir/unet", Part: ptr("unet"), IndexMetadata: map[string]any{"total_size": "24", odd: odd}, Shards: []shardSummary{{File: "unet/a.safetensors"}}},
+		"root_part": {File: "dir", Part: ptr(""), IndexMetadata: map[string]any{}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var want, got bytes.Buffer
@@ -52,3 +54,5 @@ func TestWriteJSON(t *testing.T) {
 	require.NoError(t, s.writeJSON(&got))
 	assert.Equal(t, want.String(), got.String())
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -116,11 +116,11 @@ func TestUsage(t *testing.T) {
 	golden(t, "usage.golden", stdout)
 
 	status, _, stderr := runCmd()
-	assert.Equal(t, exitUsage, status)
+	assert.Equal(t, exitTrouble, status)
 	assert.Equal(t, stdout, stderr, "no command: the usage, on stderr")
 
 	status, _, stderr = runCmd("frobnicate")
-	assert.Equal(t, exitUsage, status)
+	assert.Equal(t, exitTrouble, status)
 	assert.Contains(t, stderr, `unknown command "frobnicate"`)
 
 	for _, c := range commands {
@@ -141,7 +141,7 @@ func TestUsage(t *testing.T) {
 		{"convert", "--dtype", "BF16", "in"},
 	} {
 		status, stdout, stderr := runCmd(args...)
-		assert.Equal(t, exitUsage, status, "%q", args)
+		assert.Equal(t, exitTrouble, status, "%q", args)
 		assert.Empty(t, stdout, "%q", args)
 		assert.Contains(t, stderr, "usage: safetensors "+args[0], "%q", args)
 	}
@@ -168,7 +168,7 @@ func TestInspect(t *testing.T) {
 	assert.Contains(t, stderr, "invalid data offsets")
 
 	status, _, stderr = runCmd("inspect", "no-such-file.safetensors")
-	assert.Equal(t, exitFail, status)
+	assert.Equal(t, exitTrouble, status)
 	assert.Contains(t, stderr, "no-such-file.safetensors")
 }
 
@@ -318,7 +318,7 @@ func TestInspectURL(t *testing.T) {
 
 	srv.Close()
 	status, _, stderr = runCmd("inspect", srv.URL+"/model.safetensors")
-	assert.Equal(t, exitFail, status)
+	assert.Equal(t, exitTrouble, status, "it could not be read")
 	assert.NotEmpty(t, stderr)
 }
 
@@ -370,7 +370,7 @@ func TestValidate(t *testing.T) {
 	assert.Equal(t, exitFail, status, stdout)
 	assert.Contains(t, stdout, "NaN")
 	status, stdout, _ = runCmd("stats", path)
-	assert.Equal(t, exitOK, status)
+	assert.Equal(t, exitFail, status, "values with NaN")
 	assert.Regexp(t, `scale +F8_E8M0 +2 +1 +1 +1 +0 +1 +0\n`, stdout)
 
 	// Clipping bounds that hold only infinities, as Gemma's at init: not
@@ -394,7 +394,7 @@ func TestValidate(t *testing.T) {
 	assert.Equal(t, exitFail, status, stdout)
 
 	status, stdout, _ = runCmd("validate", "no-such-file.safetensors", t.TempDir())
-	assert.Equal(t, exitFail, status)
+	assert.Equal(t, exitTrouble, status, "neither could be read")
 	// A folder that holds no model is not an invalid checkpoint: there is
 	// nothing to read.
 	assert.Regexp(t, `^no-such-file.safetensors: error: .*\n.*: error: checkpoint: no model found: .*none of model\.safetensors, model\.safetensors\.index\.json, .*nor any \*\.safetensors file`, stdout)
@@ -437,7 +437,7 @@ func TestStats(t *testing.T) {
 	assert.Regexp(t, `^lm_head.weight +F32 +32768 `, lines[2])
 
 	status, _, stderr = runCmd("stats", tinyModel, "no.such.tensor")
-	assert.Equal(t, exitFail, status)
+	assert.Equal(t, exitTrouble, status, "a tensor not found")
 	assert.Contains(t, stderr, "no.such.tensor")
 }
 
@@ -545,7 +545,7 @@ func TestConvertFailureLeavesNothing(t *testing.T) {
 	assert.Equal(t, exitFail, status)
 	assert.Contains(t, stderr, "extra_1_byte")
 	status, _, _ = runCmd("convert", "--dtype", "F16", tinyModel, filepath.Join(dir, "missing", "out.safetensors"))
-	assert.Equal(t, exitFail, status)
+	assert.Equal(t, exitTrouble, status, "OUT could not be written")
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	assert.Empty(t, entries)
@@ -599,15 +599,17 @@ func TestModelDirectory(t *testing.T) {
 		assert.Len(t, strings.Split(strings.TrimSpace(stdout), "\n"), 40)
 	}
 	status, _, stderr := runCmd("stats", t.TempDir())
-	assert.Equal(t, exitFail, status)
-	assert.Contains(t, stderr, "checkpoint: no model found")
+	assert.Equal(t, exitTrouble, status, "a folder that holds no model")
+	assert.Contains(t, stderr, "safetensors stats: no model found")
 	assert.Contains(t, stderr, "none of model.safetensors")
 }
 
-// TestOpenInputNotRegular: an input that is not a regular file is refused
-// with the library's sentinel.
-func TestOpenInputNotRegular(t *testing.T) {
-	f, err := openInput(t.TempDir())
-	assert.Nil(t, f)
+// TestReadRegular: a file given by a flag (check --config) that is not a
+// regular file is refused with the library's sentinel, naming it.
+func TestReadRegular(t *testing.T) {
+	dir := t.TempDir()
+	data, err := readRegular(dir)
+	assert.Nil(t, data)
 	assert.ErrorIs(t, err, safetensors.ErrNotRegular)
+	assert.Contains(t, err.Error(), dir)
 }

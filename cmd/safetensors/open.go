@@ -3,31 +3,75 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"strings"
 
 	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/check"
 	"github.com/safetensors-go/safetensors/checkpoint"
 	"github.com/safetensors-go/safetensors/internal/regular"
+	"github.com/safetensors-go/safetensors/quant"
 )
 
-// openInput opens the named input file, refusing anything but a regular
-// file (an error wrapping safetensors.ErrNotRegular) without blocking on
-// a FIFO, which would wait for a writer.
-func openInput(path string) (*os.File, error) {
-	f, err := regular.Open(os.OpenFile, path)
-	var nr *regular.NotRegularError
-	if errors.As(err, &nr) {
-		return nil, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w (mode %v)", safetensors.ErrNotRegular, nr.Mode)}
-	}
-	return f, err
+// modelHelp is the part of the help of a command that reads a model about
+// what a MODEL may be.
+const modelHelp = `
+
+A MODEL is any of these, found as the library that saved it finds it:
+  - a safetensors file;
+  - a sharded checkpoint's index (model.safetensors.index.json, ...);
+  - a model's folder as transformers, diffusers, timm, peft,
+    sentence-transformers or open_clip save it, one file or shards;
+  - a model of several parts, handled part by part, its tensors named behind
+    their part's folder ("unet/conv_in.weight"): a diffusers pipeline
+    (model_index.json; unet/, vae/, text_encoder/, ...) or a
+    sentence-transformers model (modules.json; 2_Dense/, ...);
+  - a Hugging Face cache snapshot (.../models--ORG--NAME/snapshots/REVISION),
+    or the model's cache folder (.../models--ORG--NAME);
+  - an http:// or https:// URL of any of these, such as
+    https://huggingface.co/REPO/resolve/main for a repository's folder.
+--variant NAME reads the files of a variant, such as fp16
+(diffusion_pytorch_model.fp16.safetensors, model.safetensors.index.fp16.json);
+without it, the files of no variant are read, and a folder that holds only
+variants' files is an error that lists them.
+
+Over HTTP, only the headers and the tensors needed are read, with range
+requests, each checked and pinned to the version first seen; a request fails
+after 30 s without progress, never because a read is long. The token in
+HF_TOKEN goes to huggingface.co (or to the host of HF_ENDPOINT) as
+"Authorization: Bearer TOKEN"; --header sends any header to every URL.`
+
+// variant is the --variant flag of the command being run.
+var variant string
+
+// addModelFlags adds the flags about opening a model to fs, --variant and
+// --header, and starts the command with none given.
+func addModelFlags(fs *flag.FlagSet) {
+	requestHeaders, variant = nil, ""
+	fs.StringVar(&variant, "variant", "", "read the files of the variant `NAME`, such as fp16 or bf16")
+	fs.Var(&requestHeaders, "header", "send `'Name: value'` with every HTTP request (repeatable), such as 'Authorization: Bearer TOKEN'")
 }
 
-// model is what inspect, validate and stats read: a checkpoint, and how
-// it was named.
+// checkpointOptions returns the options for opening name with the flags
+// of the command line: --variant, and for a URL the --header flags and the
+// Hugging Face token for the Hub. Every command opens its models with
+// them: through openModel, or checkpoint.Convert and quant.WriteModel,
+// which open the model themselves.
+func checkpointOptions(name string) []checkpoint.Option {
+	var opts []checkpoint.Option
+	if variant != "" {
+		opts = append(opts, checkpoint.Variant(variant))
+	}
+	if isURL(name) {
+		opts = append(opts, checkpoint.RemoteOptions(remoteOptions(name)...))
+	}
+	return opts
+}
+
+// model is a model the command reads: a checkpoint, and how it was named.
 type model struct {
 	ck *checkpoint.Checkpoint
 	// file is true for a checkpoint named by its one file (a path or URL
@@ -41,9 +85,8 @@ type model struct {
 // openModel opens name, any input checkpoint.Open takes: a file, an index,
 // a folder of any library's layout, a model of several parts, a Hugging
 // Face cache snapshot, or a URL of any of these, with the options of the
-// command line (--header, HF_TOKEN, --variant). ctx governs its later
-// reads over a network too; inspect, validate and stats leave SIGINT to
-// end the process, so ctx is the background context for them.
+// command line (see checkpointOptions). ctx governs its later reads over a
+// network too.
 func openModel(ctx context.Context, name string) (*model, error) {
 	ck, err := checkpoint.Open(ctx, name, checkpointOptions(name)...)
 	if err != nil {
@@ -84,7 +127,8 @@ func (m *model) summary(name string) summary {
 }
 
 // names returns the names of m's tensors: in file order for one file, by
-// name for a checkpoint.
+// name for a checkpoint (behind their parts' names for a model of several
+// parts).
 func (m *model) names() []string {
 	if !m.file {
 		return m.ck.Names()
@@ -97,62 +141,66 @@ func (m *model) names() []string {
 	return names
 }
 
-// statsOf returns the statistics of the named tensor of m and its dtype;
-// the dtype is 0 when the tensor could not be read, and set when its
-// values have no statistics (C64, F4, F6). A tensor too large to read into memory at once (through a file read
-// with ReadAt, on a 32-bit host) is read a chunk at a time.
-func (m *model) statsOf(name string) (safetensors.Stats, safetensors.DType, error) {
-	t, err := m.ck.Tensor(name)
-	if err == nil {
-		s, err := t.Stats()
-		if errors.Is(err, safetensors.ErrFileChanged) {
-			return s, 0, err
-		}
-		return s, t.DType, err
-	}
-	if !errors.Is(err, safetensors.ErrTensorTooLarge) {
-		return safetensors.Stats{}, 0, err
-	}
-	sr, err := m.ck.TensorReader(name)
-	if err != nil {
-		return safetensors.Stats{}, 0, err
-	}
-	info, err := m.ck.Info(name)
-	if err != nil {
-		return safetensors.Stats{}, 0, err
-	}
-	d := info.DType
-	if d.Bits()%8 != 0 {
-		_, err := safetensors.Tensor{Name: name, DType: d}.Stats()
-		return safetensors.Stats{}, d, err // no real value
-	}
-	elem := d.Bits() / 8
-	buf := make([]byte, (statsChunk/elem)*elem)
-	var all safetensors.Stats
-	for off, size := int64(0), sr.Size(); off < size; {
-		n, err := sr.ReadAt(buf[:min(int64(len(buf)), size-off)], off)
-		if err != nil && (err != io.EOF || off+int64(n) < size) {
-			if err == io.EOF {
-				err = fmt.Errorf("the file was truncated while it was read: %w", io.ErrUnexpectedEOF)
-			}
-			return safetensors.Stats{}, d, fmt.Errorf("tensor %q: reading bytes [%d, %d) of its data: %w", name, off, off+int64(n), err)
-		}
-		s, err := safetensors.Tensor{Name: name, DType: d, Shape: []uint64{uint64(n / elem)}, Data: buf[:n]}.Stats()
-		if err != nil {
-			return safetensors.Stats{}, d, err
-		}
-		if off == 0 {
-			all = s
-		} else {
-			all = all.Merge(s)
-		}
-		off += int64(n)
-	}
-	return all, d, nil
-}
-
-// statsChunk is how many bytes of a tensor statsOf reads at a time.
-const statsChunk = 16 << 20
-
 // Close closes m's files.
 func (m *model) Close() error { return m.ck.Close() }
+
+// partLabel returns the name by which the output names the part p of a
+// model of several parts: its folder in the model's ("unet", "2_Dense"),
+// or "." for a part in the model's own folder (a sentence-transformers
+// model's transformer).
+func partLabel(p *checkpoint.Checkpoint) string {
+	if p.Part() == "" {
+		return "."
+	}
+	return p.Part()
+}
+
+// partPrefix returns what the names of the tensors and files of the part p
+// have in front in the model's: "unet/", or "" for a part in the model's
+// own folder.
+func partPrefix(p *checkpoint.Checkpoint) string {
+	if p.Part() == "" {
+		return ""
+	}
+	return p.Part() + "/"
+}
+
+// partNames returns the labels of parts, joined with commas.
+func partNames(parts []*checkpoint.Checkpoint) string {
+	labels := make([]string, len(parts))
+	for i, p := range parts {
+		labels[i] = partLabel(p)
+	}
+	return strings.Join(labels, ", ")
+}
+
+// invalid reports whether err says that the input breaks its format (a
+// file, an index, a config.json) or holds values that make it unusable, as
+// opposed to failing to be found or read: the difference between the exit
+// statuses 1 and 2.
+func invalid(err error) bool {
+	for _, e := range []error{
+		safetensors.ErrHeaderTooSmall, safetensors.ErrHeaderTooLarge, safetensors.ErrInvalidHeaderLength,
+		safetensors.ErrHeaderNotUTF8, safetensors.ErrInvalidHeader, safetensors.ErrInvalidOffset,
+		safetensors.ErrShapeOverflow, safetensors.ErrMisalignedSlice, safetensors.ErrSizeMismatch,
+		safetensors.ErrIncompleteBuffer, safetensors.ErrUnknownDType,
+		checkpoint.ErrInvalidIndex, checkpoint.ErrUnlistedTensor, check.ErrInvalidConfig, quant.ErrNotFinite,
+	} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// readRegular reads the named file, refusing anything but a regular file
+// without blocking on a FIFO, as the library refuses one: with an error
+// wrapping safetensors.ErrNotRegular.
+func readRegular(path string) ([]byte, error) {
+	data, err := regular.ReadFile(os.OpenFile, path)
+	var nr *regular.NotRegularError
+	if errors.As(err, &nr) {
+		return nil, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w (mode %v)", safetensors.ErrNotRegular, nr.Mode)}
+	}
+	return data, err
+}

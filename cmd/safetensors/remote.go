@@ -1,28 +1,13 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"net/url"
 	"os"
 	"strings"
 
-	"github.com/safetensors-go/safetensors/checkpoint"
 	"github.com/safetensors-go/safetensors/remote"
 )
-
-// remoteHelp is the part of a command's help about URLs.
-const remoteHelp = `
-
-A FILE may be an http:// or https:// URL: of a file (ending in .safetensors),
-of a checkpoint's index (ending in .json), or of a model's base, such as
-https://huggingface.co/REPO/resolve/main, under which model.safetensors and
-then model.safetensors.index.json are looked for. Only the headers and the
-tensors needed are read, with range requests, each checked and pinned to the
-version first seen; a request fails after 30 s without progress, never
-because a read is long. The token in HF_TOKEN goes to huggingface.co (or to
-the host of HF_ENDPOINT) as "Authorization: Bearer TOKEN"; --header sends any
-header to every URL.`
 
 // headerFlags is the value of the repeatable --header flag.
 type headerFlags []string
@@ -41,23 +26,9 @@ func (h *headerFlags) Set(v string) error {
 // requestHeaders are the --header flags of the command being run.
 var requestHeaders headerFlags
 
-// addRemoteFlags adds the flags about URLs to fs, and starts the command
-// with none given.
-func addRemoteFlags(fs *flag.FlagSet) {
-	requestHeaders = nil
-	fs.Var(&requestHeaders, "header", "send `'Name: value'` with every HTTP request (repeatable), such as 'Authorization: Bearer TOKEN'")
-}
-
 // isURL reports whether name is an http or https URL.
 func isURL(name string) bool {
 	return strings.HasPrefix(name, "http://") || strings.HasPrefix(name, "https://")
-}
-
-// isCheckpointURL reports whether the URL name is that of a checkpoint (an
-// index, or a model's base) rather than of one file.
-func isCheckpointURL(name string) bool {
-	u, err := url.Parse(name)
-	return err == nil && !strings.HasSuffix(u.Path, ".safetensors")
 }
 
 // remoteOptions returns the options for reading the URL name: the --header
@@ -92,13 +63,4 @@ func isHub(name string) bool {
 		}
 	}
 	return false
-}
-
-// checkpointOptions returns the options for opening name: for a URL, the
-// --header flags and the Hugging Face token for the Hub.
-func checkpointOptions(name string) []checkpoint.Option {
-	if !isURL(name) {
-		return nil
-	}
-	return []checkpoint.Option{checkpoint.RemoteOptions(remoteOptions(name)...)}
 }

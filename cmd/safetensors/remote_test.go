@@ -93,7 +93,7 @@ func TestRemoteFile(t *testing.T) {
 	assert.Equal(t, want, got)
 
 	status, _, stderr = runCmd("inspect", base+"/missing.safetensors")
-	assert.Equal(t, exitFail, status)
+	assert.Equal(t, exitTrouble, status, "a URL that is not found")
 	assert.Contains(t, stderr, "404")
 }
 
@@ -112,7 +112,7 @@ func TestRemoteNoRange(t *testing.T) {
 	require.Equal(t, exitOK, status, stderr)
 	assert.Contains(t, out, "39 tensors")
 	status, _, stderr = runCmd("stats", u, "lm_head.weight")
-	assert.Equal(t, exitFail, status)
+	assert.Equal(t, exitTrouble, status, "the tensor could not be read")
 	assert.Contains(t, stderr, "does not support range requests")
 }
 
@@ -135,7 +135,7 @@ func TestRemoteHeaders(t *testing.T) {
 	t.Setenv("HF_TOKEN", "hf_test")
 	t.Setenv("HF_ENDPOINT", "https://hub.example")
 	status, _, stderr := runCmd("inspect", gated.URL)
-	assert.Equal(t, exitFail, status)
+	assert.Equal(t, exitTrouble, status, "it could not be read")
 	assert.Contains(t, stderr, "401")
 	assert.Equal(t, "", got.Load(), "the token goes to the Hub alone")
 
@@ -150,7 +150,7 @@ func TestRemoteHeaders(t *testing.T) {
 	assert.Contains(t, out, "model.norm.weight")
 
 	status, _, stderr = runCmd("inspect", "--header", "no colon", gated.URL)
-	assert.Equal(t, exitUsage, status)
+	assert.Equal(t, exitTrouble, status)
 	assert.Contains(t, stderr, "Name: value")
 }
 

@@ -6,32 +6,42 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 	"strconv"
+	"sync"
 	"text/tabwriter"
 
 	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/internal/parallel"
+	"github.com/safetensors-go/safetensors/internal/verdict"
 )
 
 func runStats(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("stats", stdout, stderr, `Stats prints, for each named tensor (all of them when none is named), the
 number of values, the minimum, maximum, mean and standard deviation of the
 finite ones, and the number of NaN and Inf values, computed in one pass over
-the file with float64 arithmetic (safetensors.Tensor.Stats). Tensors of types
-with no real value (C64, F4, F6) are listed with dashes. FILE may also be a
-checkpoint: its index or its directory, whose tensors are listed by name.`+remoteHelp)
-	addRemoteFlags(fs)
+the values with float64 arithmetic (safetensors.Tensor.Stats). Tensors of
+types with no real value (C64, F4, F6) are listed with dashes. The tensors
+of a model are listed by name, those of a model of several parts behind
+their part's folder ("unet/conv_in.weight"), and may be named so.
+Tensors are read piece by piece, several at once, in memory that does not
+grow with the model. The status is 1 if a tensor holds NaN or Inf (but for
+a tensor named as a bound that holds only infinities, as clipping bounds
+initialized to no clipping do), and 2 if a tensor is not found or cannot
+be read.`+modelHelp)
+	addModelFlags(fs)
 	operands, status, ok := parse(fs, args, stdout)
 	if !ok {
 		return status
 	}
 	if len(operands) == 0 {
-		return usageError(fs, "want a FILE")
+		return usageError(fs, "want a MODEL")
 	}
 	path, names := operands[0], operands[1:]
 	m, err := openModel(context.Background(), path)
 	if err != nil {
 		fmt.Fprintf(stderr, "safetensors stats: %s\n", errorNaming(path, err))
-		return exitFail
+		return statusOf(err)
 	}
 	defer m.Close()
 	if len(names) == 0 {
@@ -40,30 +50,32 @@ checkpoint: its index or its directory, whose tensors are listed by name.`+remot
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tDTYPE\tCOUNT\tMIN\tMAX\tMEAN\tSTD\tNAN\tINF")
 	status = exitOK
-	for _, name := range names {
-		s, dtype, err := m.statsOf(name)
-		if errors.Is(err, safetensors.ErrFileChanged) || errors.Is(err, io.ErrUnexpectedEOF) {
+	err = readValues(context.Background(), m.ck, names, func(v tensorValues) error {
+		switch {
+		case v.err != nil:
+			// Not found, or not read: the line goes to stderr, after the
+			// lines before it.
 			tw.Flush()
-			fmt.Fprintf(stderr, "safetensors stats: %s\n", errorNaming(path, err))
-			return exitFail
+			fmt.Fprintf(stderr, "safetensors stats: %s\n", errorNaming(path, v.err))
+			status = max(status, exitTrouble)
+		case v.none:
+			fmt.Fprintf(tw, "%s\t%v\t-\t-\t-\t-\t-\t-\t-\n", quoteIfNeeded(v.name), v.info.DType)
+		default:
+			s := v.stats
+			fmt.Fprintf(tw, "%s\t%v\t%d\t%s\t%s\t%s\t%s\t%d\t%d\n", quoteIfNeeded(v.name), v.info.DType, s.Count,
+				number(s.Min), number(s.Max), number(s.Mean), number(s.StdDev), s.NaN, s.Inf)
+			if v.notFinite() {
+				status = max(status, exitFail)
+			}
 		}
-		if err != nil && dtype == 0 {
-			// Not read: no such tensor, or the file failed.
-			tw.Flush()
-			fmt.Fprintf(stderr, "safetensors stats: %s\n", errorNaming(path, err))
-			status = exitFail
-			continue
-		}
-		if err != nil {
-			fmt.Fprintf(tw, "%s\t%v\t-\t-\t-\t-\t-\t-\t-\n", quoteIfNeeded(name), dtype)
-			continue
-		}
-		fmt.Fprintf(tw, "%s\t%v\t%d\t%s\t%s\t%s\t%s\t%d\t%d\n", quoteIfNeeded(name), dtype, s.Count,
-			number(s.Min), number(s.Max), number(s.Mean), number(s.StdDev), s.NaN, s.Inf)
+		return nil
+	})
+	if ferr := tw.Flush(); err == nil {
+		err = ferr
 	}
-	if err := tw.Flush(); err != nil {
-		fmt.Fprintf(stderr, "safetensors stats: %s\n", errorText(err))
-		return exitFail
+	if err != nil {
+		fmt.Fprintf(stderr, "safetensors stats: %s\n", errorNaming(path, err))
+		return statusOf(err)
 	}
 	return status
 }
@@ -75,4 +87,110 @@ func number(v float64) string {
 		return "-"
 	}
 	return strconv.FormatFloat(v, 'g', 6, 64)
+}
+
+// tensorValues is what readValues tells of a tensor's values.
+type tensorValues struct {
+	name string
+	info safetensors.TensorInfo
+	// stats are the statistics of the values; none is true for a dtype
+	// with no real value (C64, F4, F6), which has none.
+	stats safetensors.Stats
+	none  bool
+	// err says why the tensor was not read: not found, or a read that
+	// failed.
+	err error
+}
+
+// notFinite reports whether the tensor holds NaN or Inf that are not
+// intended, as the infinities of a clipping bound at init are.
+func (v tensorValues) notFinite() bool {
+	s := v.stats
+	return v.err == nil && !v.none && s.NaN+s.Inf > 0 && !verdict.IntendedInf(v.name, s.Count, s.NaN, s.Inf)
+}
+
+// valuesChunk is how many bytes of a tensor readValues reads at a time,
+// into each goroutine's buffer.
+const valuesChunk = 4 << 20
+
+// readValues reads the values of the named tensors of src and calls each
+// with their statistics, in the order of names, from one goroutine at a
+// time. It is the one way the command reads values: each tensor piece by
+// piece through TensorElements (a piece of valuesChunk bytes, read into a
+// buffer each goroutine reuses, or a slice of a mapped file), its pieces'
+// statistics merged, several tensors at once, so that memory holds at most
+// a piece per goroutine of a model of any size, on disk or over HTTP. A
+// tensor that is not found or cannot be read is reported to each with its
+// error; readValues stops with an error when each returns one, when a
+// mapped file is truncated under it, and when ctx is done.
+func readValues(ctx context.Context, src safetensors.ElementSource, names []string, each func(tensorValues) error) error {
+	workers := min(runtime.GOMAXPROCS(0), len(names))
+	if workers == 0 {
+		return nil
+	}
+	bufs := make([][]byte, workers)
+	var (
+		mu      sync.Mutex
+		results = make([]tensorValues, len(names))
+		done    = make([]bool, len(names))
+		next    int // the first result not yet given to each
+	)
+	return parallel.For(ctx, len(names), workers, func(w, i int) error {
+		v := tensorValues{name: names[i]}
+		v.info, v.err = src.Info(v.name)
+		if v.err == nil {
+			v.stats, v.none, v.err = tensorStats(ctx, src, v.info, &bufs[w])
+		}
+		if errors.Is(v.err, safetensors.ErrFileChanged) || errors.Is(v.err, io.ErrUnexpectedEOF) {
+			return v.err // the file is not what it was: read no more
+		}
+		if err := parallel.Stopped(ctx); err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		results[i], done[i] = v, true
+		for ; next < len(names) && done[next]; next++ {
+			if err := each(results[next]); err != nil {
+				return err
+			}
+			results[next] = tensorValues{}
+		}
+		return nil
+	})
+}
+
+// tensorStats returns the statistics of the values of the tensor info of
+// src, read a piece at a time into *buf (allocated on first use), or none
+// for a dtype with no real value.
+func tensorStats(ctx context.Context, src safetensors.ElementSource, info safetensors.TensorInfo, buf *[]byte) (_ safetensors.Stats, none bool, _ error) {
+	empty := safetensors.Tensor{Name: info.Name, DType: info.DType, Shape: []uint64{0}}
+	all, err := empty.Stats()
+	if err != nil {
+		return safetensors.Stats{}, true, nil // C64, F4, F6: no real value
+	}
+	bits := uint64(info.DType.Bits()) // a multiple of 8: the packed dtypes have none
+	size := info.DataOffsets[1] - info.DataOffsets[0]
+	n := size * 8 / bits
+	step := uint64(valuesChunk) * 8 / bits
+	for lo := uint64(0); lo < n; lo += step {
+		hi := min(lo+step, n)
+		if *buf == nil && n > 0 {
+			*buf = make([]byte, valuesChunk)
+		}
+		piece, err := src.TensorElements(ctx, info.Name, lo, hi, *buf)
+		if err != nil {
+			return safetensors.Stats{}, false, err
+		}
+		s, err := piece.Stats()
+		if err != nil {
+			return safetensors.Stats{}, false, err
+		}
+		if lo == 0 {
+			all = s
+		} else {
+			all = all.Merge(s)
+		}
+	}
+	return all, false, nil
 }

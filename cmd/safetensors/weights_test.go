@@ -29,7 +29,7 @@ func TestConvertRefusesItsInput(t *testing.T) {
 	require.NoError(t, os.Link(in, filepath.Join(dir, "hard.safetensors")))
 	for _, out := range []string{in, filepath.Join(dir, ".", "in.safetensors"), filepath.Join(dir, "sym.safetensors"), filepath.Join(dir, "hard.safetensors")} {
 		status, _, stderr := runCmd("convert", "--dtype", "bf16", in, out)
-		assert.Equal(t, exitFail, status, out)
+		assert.Equal(t, exitTrouble, status, out)
 		assert.Contains(t, stderr, "are the same file", out)
 		got, err := os.ReadFile(in)
 		require.NoError(t, err)
@@ -50,7 +50,11 @@ func TestErrorPrefixOnce(t *testing.T) {
 		{"stats", "no-such-file"}, {"convert", "--dtype", "F16", junk, junk + ".out"}, {"quantize", junk, junk + ".q"},
 	} {
 		status, _, stderr := runCmd(args...)
-		assert.Equal(t, exitFail, status, args)
+		want := exitFail // junk is an invalid file
+		if args[1] == "no-such-file" {
+			want = exitTrouble
+		}
+		assert.Equal(t, want, status, args)
 		// One prefix: "safetensors CMD: " or "safetensors: " once in all.
 		assert.Len(t, regexp.MustCompile(`\bsafetensors( (inspect|validate|stats|check|diff|convert|quantize|version))?: `).FindAllString(stderr, -1), 1, "%v: %s", args, stderr)
 		assert.True(t, strings.HasPrefix(stderr, "safetensors "+args[0]+": "), stderr)
@@ -65,7 +69,7 @@ func TestVersion(t *testing.T) {
 	assert.Equal(t, exitOK, status)
 	assert.Regexp(t, `^safetensors \S+ \(github.com/safetensors-go/safetensors.*\) go1\.\d+\S* \w+/\w+\n$`, stdout)
 	status, _, _ = runCmd("version", "x")
-	assert.Equal(t, exitUsage, status)
+	assert.Equal(t, exitTrouble, status)
 }
 
 func TestCheckCommand(t *testing.T) {
@@ -148,7 +152,7 @@ func TestQuantizeAndDiff(t *testing.T) {
 	assert.Contains(t, stdout, `"identical": true`)
 
 	status, _, stderr = runCmd("quantize", "--per", "row", llamaDir, dst+"2")
-	assert.Equal(t, exitUsage, status)
+	assert.Equal(t, exitTrouble, status)
 	assert.Contains(t, stderr, "--per must be channel or tensor")
 }
 
