@@ -255,13 +255,20 @@ func (cv *converter) copyTensor(r *safetensors.Reader, s safetensors.TensorInfo,
 		if err != nil {
 			return err
 		}
-		data := piece.Data
-		if to != s.DType {
-			if data, err = cv.convert(piece); err != nil {
-				return err
+		// A mapped file truncated as it is read faults: an error wrapping
+		// ErrFileChanged, not SIGBUS.
+		err = safetensors.GuardFaults(func() error {
+			data := piece.Data
+			if to != s.DType {
+				var err error
+				if data, err = cv.convert(piece); err != nil {
+					return err
+				}
 			}
-		}
-		if _, err := w.Write(data); err != nil {
+			_, err := w.Write(data)
+			return err
+		})
+		if err != nil {
 			return err
 		}
 		cv.done += uint64(len(piece.Data))

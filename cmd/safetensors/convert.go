@@ -1,11 +1,9 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -61,7 +59,7 @@ A progress bar goes to stderr when it is a terminal and the model is large.`+mod
 	defer stop()
 	// Convert refuses to write over its input file: "X and Y are the same
 	// file".
-	c, err := convertModel(ctx, in, out, to, opts...)
+	c, err := checkpoint.Convert(ctx, in, out, to, opts...)
 	if err != nil {
 		return fail(stderr, "convert", err)
 	}
@@ -71,31 +69,6 @@ A progress bar goes to stderr when it is a terminal and the model is large.`+mod
 	}
 	fmt.Fprintf(stdout, "%s: %s\n", out, written)
 	return exitOK
-}
-
-// convertModel calls checkpoint.Convert, turning the fault of reading a
-// mapped input file that was truncated under it into an error wrapping
-// safetensors.ErrFileChanged, after Convert's deferred calls have removed
-// what it wrote.
-//
-// TODO(checkpoint): Convert reads a mapped file's bytes with
-// safetensors.F32sToBF16Bytes and the like, which do not turn a fault into
-// ErrFileChanged as Tensor.Stats does, so that a file truncated while it is
-// converted kills the process with SIGBUS; this catches the fault on the
-// goroutine that converts (Convert's own), until Convert guards its reads.
-func convertModel(ctx context.Context, in, out string, to safetensors.DType, opts ...checkpoint.Option) (c *checkpoint.Conversion, err error) {
-	old := debug.SetPanicOnFault(true)
-	defer func() {
-		debug.SetPanicOnFault(old)
-		if r := recover(); r != nil {
-			fault, ok := r.(interface{ Addr() uintptr })
-			if !ok {
-				panic(r)
-			}
-			c, err = nil, fmt.Errorf("%s: %w: a fault at %#x while it was read", in, safetensors.ErrFileChanged, fault.Addr())
-		}
-	}()
-	return checkpoint.Convert(ctx, in, out, to, opts...)
 }
 
 // progressMin is the size of the data from which convert shows progress.
