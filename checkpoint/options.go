@@ -145,7 +145,7 @@ func HTTPClient(c *http.Client) Option {
 }
 
 // RemoteOptions returns an option that reads a checkpoint given by a URL
-// with the remote package's options, such as remote.Header for a token,
+// with the remote package's options, such as remote.RequestHeader for a token,
 // remote.Retries or remote.StallTimeout. Open, Load and Convert take it.
 func RemoteOptions(opts ...remote.Option) Option {
 	return func(o *options) error {

@@ -169,7 +169,7 @@ func TestOpenURLErrors(t *testing.T) {
 	_, err = Open(ctx, gated.base)
 	assert.ErrorContains(t, err, "401")
 	assert.NotErrorIs(t, err, ErrNoModel)
-	c, err := Open(ctx, gated.base+"/model-00001-of-00007.safetensors", RemoteOptions(remote.Header("Authorization", "Bearer hf_x")), HTTPClient(gated.Client()))
+	c, err := Open(ctx, gated.base+"/model-00001-of-00007.safetensors", RemoteOptions(remote.RequestHeader("Authorization", "Bearer hf_x")), HTTPClient(gated.Client()))
 	require.NoError(t, err, "the options' header")
 	require.NoError(t, c.Close())
 

@@ -99,7 +99,7 @@ func ExampleHeader() {
 	url := hub.URL + "/org/gated/resolve/main/model.safetensors"
 
 	token := "hf_example" // os.Getenv("HF_TOKEN")
-	r, err := remote.Open(context.Background(), nil, url, remote.Header("Authorization", "Bearer "+token))
+	r, err := remote.Open(context.Background(), nil, url, remote.RequestHeader("Authorization", "Bearer "+token))
 	if err != nil {
 		log.Fatal(err)
 	}

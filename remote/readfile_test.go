@@ -35,7 +35,7 @@ func TestReadFile(t *testing.T) {
 		gotAuth.Store(r.Header.Get("Authorization"))
 		w.Write([]byte(body))
 	})
-	data, err := ReadFile(context.Background(), srv.Client(), srv.URL+"/config.json", 1000, Header("Authorization", "Bearer t"))
+	data, err := ReadFile(context.Background(), srv.Client(), srv.URL+"/config.json", 1000, RequestHeader("Authorization", "Bearer t"))
 	require.NoError(t, err)
 	assert.Equal(t, body, string(data))
 	assert.Equal(t, int64(1), count.Load())

@@ -65,9 +65,9 @@
 // library does: model.safetensors, else model.safetensors.index.json, and
 // so on.
 // Gated and private repositories want a token (HF_TOKEN in the Hugging Face
-// tools), sent with [Header]:
+// tools), sent with [RequestHeader]:
 //
-//	remote.Header("Authorization", "Bearer "+os.Getenv("HF_TOKEN"))
+//	remote.RequestHeader("Authorization", "Bearer "+os.Getenv("HF_TOKEN"))
 //
 // net/http's Client does not forward the Authorization header on a redirect
 // to another host, so the token is not sent to the content delivery network
@@ -153,14 +153,14 @@ func newConfig(opts []Option) (*config, error) {
 	return c, nil
 }
 
-// Header returns an option that adds a header to every request, such as
-// ("Authorization", "Bearer "+token) for a gated repository or a private
-// bucket. net/http's Client drops Authorization, Cookie and
+// RequestHeader returns an option that adds an HTTP header to every
+// request, such as ("Authorization", "Bearer "+token) for a gated
+// repository or a private bucket. net/http's Client drops Authorization, Cookie and
 // WWW-Authenticate on a redirect to another domain.
-func Header(key, value string) Option {
+func RequestHeader(key, value string) Option {
 	return func(c *config) error {
 		if key == "" || strings.ContainsAny(key, " :\r\n") || strings.ContainsAny(value, "\r\n") {
-			return fmt.Errorf("%w: Header: invalid request header %q", safetensors.ErrInvalidOption, key)
+			return fmt.Errorf("%w: RequestHeader: invalid request header %q", safetensors.ErrInvalidOption, key)
 		}
 		c.header.Add(key, value)
 		return nil

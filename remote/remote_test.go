@@ -758,7 +758,7 @@ func TestRedirect(t *testing.T) {
 		http.Redirect(w, r, srv.URL+"/blob", http.StatusFound)
 	}))
 	defer hub.Close()
-	r, err := Open(context.Background(), hub.Client(), hub.URL+"/repo/resolve/main/model.safetensors", Header("Authorization", "Bearer hf_x"))
+	r, err := Open(context.Background(), hub.Client(), hub.URL+"/repo/resolve/main/model.safetensors", RequestHeader("Authorization", "Bearer hf_x"))
 	require.NoError(t, err)
 	assert.Equal(t, "Bearer hf_x", auth.Load())
 	local, _ := safetensors.NewReader(data)
@@ -820,13 +820,13 @@ func TestHeader(t *testing.T) {
 	})
 	err := s.open()
 	assert.ErrorContains(t, err, "401")
-	require.NoError(t, s.open(Header("Authorization", "Bearer secret")))
+	require.NoError(t, s.open(RequestHeader("Authorization", "Bearer secret")))
 	for _, h := range s.requests[2:] { // after the refusal and the probe
 		assert.Equal(t, `"v1"`, h.Get("If-Range"), "the version is pinned")
 	}
-	_, err = Open(context.Background(), nil, s.URL, Header("Bad Key", "x"))
+	_, err = Open(context.Background(), nil, s.URL, RequestHeader("Bad Key", "x"))
 	assert.Error(t, err)
-	_, err = Open(context.Background(), nil, s.URL, Header("X", "a\r\nb: c"))
+	_, err = Open(context.Background(), nil, s.URL, RequestHeader("X", "a\r\nb: c"))
 	assert.Error(t, err)
 }
 

@@ -37,10 +37,10 @@ func remoteOptions(name string) []remote.Option {
 	var opts []remote.Option
 	for _, h := range requestHeaders {
 		k, v, _ := strings.Cut(h, ":")
-		opts = append(opts, remote.Header(strings.TrimSpace(k), strings.TrimSpace(v)))
+		opts = append(opts, remote.RequestHeader(strings.TrimSpace(k), strings.TrimSpace(v)))
 	}
 	if token := os.Getenv("HF_TOKEN"); token != "" && isHub(name) {
-		opts = append(opts, remote.Header("Authorization", "Bearer "+token))
+		opts = append(opts, remote.RequestHeader("Authorization", "Bearer "+token))
 	}
 	return opts
 }

@@ -7,7 +7,7 @@
 //	HF_TOKEN=hf_... go run ./examples/remote https://huggingface.co/{repo}/resolve/main/model.safetensors
 //
 // For a gated or private repository, the token in HF_TOKEN goes with every
-// request as "Authorization: Bearer ...", through remote.Header. Ctrl-C
+// request as "Authorization: Bearer ...", through remote.RequestHeader. Ctrl-C
 // cancels the reads through their context.
 //
 // The remote package does the HTTP: remote.Open is all most programs need;
@@ -36,7 +36,7 @@ func main() {
 	defer stop()
 	var opts []remote.Option
 	if token := os.Getenv("HF_TOKEN"); token != "" {
-		opts = append(opts, remote.Header("Authorization", "Bearer "+token))
+		opts = append(opts, remote.RequestHeader("Authorization", "Bearer "+token))
 	}
 	if err := run(ctx, os.Stdout, nil, os.Args[1], os.Args[2:], opts...); err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -85,6 +85,6 @@ func TestRemoteToken(t *testing.T) {
 	err = run(context.Background(), &bytes.Buffer{}, srv.Client(), srv.URL, nil)
 	assert.ErrorContains(t, err, "401")
 	var out bytes.Buffer
-	require.NoError(t, run(context.Background(), &out, srv.Client(), srv.URL, []string{"w"}, remote.Header("Authorization", "Bearer hf_secret")))
+	require.NoError(t, run(context.Background(), &out, srv.Client(), srv.URL, []string{"w"}, remote.RequestHeader("Authorization", "Bearer hf_secret")))
 	assert.Contains(t, out.String(), "2 tensors")
 }
