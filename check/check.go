@@ -317,7 +317,9 @@ func sortFindings(fs []Finding) {
 // Report's Parts holds each part's report, and its Findings all of them,
 // with the tensors and blocks named as the checkpoint names them
 // ("unet/conv_in.weight"). The Config option, which gives one config.json,
-// applies to a model of one part only. It returns the errors of Open, of
+// applies to a model of one part only. A part whose weights are in another
+// format than safetensors (see checkpoint.Checkpoint.Skipped) is not
+// checked, and a note of the Report says so. It returns the errors of Open, of
 // reading config.json, and those of Run.
 func Model(ctx context.Context, target string, opts ...Option) (*Report, error) {
 	if _, err := newSettings(opts); err != nil {
@@ -342,7 +344,11 @@ func Checkpoint(ctx context.Context, ck *checkpoint.Checkpoint, opts ...Option) 
 	}
 	parts := ck.Parts()
 	if parts == nil {
-		return checkPart(ctx, ck, c)
+		r, err := checkPart(ctx, ck, c)
+		if err == nil {
+			r.Notes = append(r.Notes, skippedNotes(ck)...)
+		}
+		return r, err
 	}
 	if c.hasConfig {
 		return nil, fmt.Errorf("%w: Config gives one config.json, and %s is a model of %d parts, each with its own", safetensors.ErrInvalidOption, ck, len(parts))
@@ -373,7 +379,18 @@ func Checkpoint(ctx context.Context, ck *checkpoint.Checkpoint, opts ...Option) 
 		top.Parts = append(top.Parts, r)
 	}
 	sortFindings(top.Findings)
+	top.Notes = append(top.Notes, skippedNotes(ck)...)
 	return top, nil
+}
+
+// skippedNotes says which parts of ck were not checked, their weights
+// being in another format than safetensors.
+func skippedNotes(ck *checkpoint.Checkpoint) []string {
+	var notes []string
+	for _, s := range ck.Skipped() {
+		notes = append(notes, "part "+s+": not checked")
+	}
+	return notes
 }
 
 // checkPart checks a checkpoint of one part, with the config.json of its

@@ -93,3 +93,18 @@ func TestRemoteBoundedMemory(t *testing.T) {
 func writeFile(path, text string) error {
 	return os.WriteFile(path, []byte(text), 0o644)
 }
+
+// TestSkippedPartNoted: a part of a model whose weights are a pickle is
+// not checked, and the report's notes say so.
+func TestSkippedPartNoted(t *testing.T) {
+	dir := t.TempDir()
+	w, err := safetensors.TensorFromFloat32s("emb.weight", safetensors.F32, []uint64{2}, []float32{1, 2}, safetensors.RoundNearestEven)
+	require.NoError(t, err)
+	require.NoError(t, safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), []safetensors.Tensor{w}, nil))
+	require.NoError(t, writeFile(filepath.Join(dir, "modules.json"), `[{"idx": 0, "name": "0", "path": "", "type": "Transformer"}, {"idx": 1, "name": "1", "path": "1_Dense", "type": "Dense"}]`))
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "1_Dense"), 0o755))
+	require.NoError(t, writeFile(filepath.Join(dir, "1_Dense", "pytorch_model.bin"), "pickle"))
+	r, err := Model(context.Background(), dir)
+	require.NoError(t, err)
+	assert.Contains(t, r.Notes, "part 1_Dense: pytorch_model.bin (weights in another format than safetensors, not read): not checked")
+}

@@ -78,7 +78,8 @@ type model struct {
 	// of a safetensors file), which is listed as a file rather than as a
 	// checkpoint of one shard.
 	file bool
-	// warning says that the index leaves out tensors its shards hold.
+	// warning says that the index leaves out tensors its shards hold, or
+	// that parts of the model are in another format, not read.
 	warning string
 }
 
@@ -93,9 +94,14 @@ func openModel(ctx context.Context, name string) (*model, error) {
 		return nil, err
 	}
 	m := &model{ck: ck, file: strings.HasSuffix(name, ".safetensors") && len(ck.Files()) == 1 && ck.Index() == "" && ck.Parts() == nil}
-	if !m.file {
-		m.warning = unlistedWarning(ck.String(), ck.Unlisted())
+	var warnings []string
+	if w := unlistedWarning(ck.String(), ck.Unlisted()); w != "" && !m.file {
+		warnings = append(warnings, w)
 	}
+	for _, s := range ck.Skipped() {
+		warnings = append(warnings, "part "+s)
+	}
+	m.warning = strings.Join(warnings, "; ")
 	return m, nil
 }
 
