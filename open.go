@@ -13,7 +13,7 @@ import (
 // file: a directory, a FIFO, a device or a socket. They refuse it before
 // reading a byte, and without waiting for a FIFO's writer. For a
 // directory, the error names the calls that open a model's folder.
-var ErrNotRegular = errors.New("safetensors: not a regular file")
+var ErrNotRegular = regular.ErrNotRegular
 
 // openRegular opens the named file for reading, and refuses anything but a
 // regular file without blocking on a FIFO.
@@ -26,16 +26,13 @@ func openRegularIn(root *os.Root, name string) (*os.File, error) {
 	return openChecked(root.OpenFile, name)
 }
 
-// openChecked opens name with open as regular.Open does, its refusal an
-// error wrapping ErrNotRegular that names the file.
+// openChecked opens name with open as regular.Open does; the refusal of a
+// directory says which calls open a model's folder.
 func openChecked(open regular.OpenFunc, name string) (*os.File, error) {
 	f, err := regular.Open(open, name)
 	var nr *regular.NotRegularError
-	if errors.As(err, &nr) {
-		if nr.Mode.IsDir() {
-			return nil, &os.PathError{Op: "open", Path: name, Err: fmt.Errorf("%w: a directory; a model's folder opens with the checkpoint package's Open, and loads whole with its Load", ErrNotRegular)}
-		}
-		return nil, &os.PathError{Op: "open", Path: name, Err: fmt.Errorf("%w (mode %v)", ErrNotRegular, nr.Mode)}
+	if errors.As(err, &nr) && nr.Mode.IsDir() {
+		return nil, &os.PathError{Op: "open", Path: name, Err: fmt.Errorf("%w: a directory; a model's folder opens with the checkpoint package's Open, and loads whole with its Load", ErrNotRegular)}
 	}
 	return f, err
 }

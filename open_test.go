@@ -15,6 +15,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/safetensors-go/safetensors/internal/regular"
 )
 
 func writeTemp(t *testing.T, data []byte) string {
@@ -91,7 +93,22 @@ func TestOpenErrors(t *testing.T) {
 	if runtime.GOOS == "linux" {
 		_, err = Open("/dev/zero")
 		assert.ErrorContains(t, err, "not a regular file")
+		assert.ErrorIs(t, err, ErrNotRegular)
+		require.ErrorAs(t, err, &pe)
+		assert.Equal(t, "/dev/zero", pe.Path)
+		assert.Equal(t, "open /dev/zero: safetensors: not a regular file (mode "+pe.Err.(*regular.NotRegularError).Mode.String()+")", err.Error())
+
+		// NewFileReader of a file already open refuses it the same way.
+		f, err := os.Open("/dev/zero")
+		require.NoError(t, err)
+		defer f.Close()
+		_, err = NewFileReader(f)
+		assert.ErrorIs(t, err, ErrNotRegular)
+		assert.ErrorContains(t, err, "open /dev/zero: safetensors: not a regular file (mode D")
 	}
+
+	// The one sentinel: the internal package's refusals are ErrNotRegular.
+	assert.True(t, ErrNotRegular == regular.ErrNotRegular)
 
 	// A file that shrinks while Open maps it.
 	for _, opts := range [][]ReadOption{nil, {ReadAll()}} {

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 
 	"github.com/safetensors-go/safetensors/internal/pagecache"
+	"github.com/safetensors-go/safetensors/internal/regular"
 )
 
 // A Reader gives access to the tensors of one safetensors file. There are
@@ -268,8 +269,8 @@ func openFile(f *os.File, path string, cfg *readConfig) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !info.Mode().IsRegular() {
-		return nil, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w (mode %v)", ErrNotRegular, info.Mode())}
+	if err := regular.Check(path, info); err != nil {
+		return nil, err
 	}
 	size := info.Size()
 	h, err := readHeaderAt(f, size, cfg)

@@ -88,9 +88,6 @@ func (f *localFolder) openRegular(name string) (*os.File, error) {
 		// model.safetensors does not hide model.safetensors.index.json.
 		return nil, &os.PathError{Op: "open", Path: f.path(name), Err: errIsDir}
 	}
-	if errors.As(err, &nr) {
-		return nil, &os.PathError{Op: "open", Path: f.path(name), Err: fmt.Errorf("%w (mode %v)", safetensors.ErrNotRegular, nr.Mode)}
-	}
 	if err != nil && f.root != nil {
 		// Name the file as the caller knows it, not by its path in the
 		// root.

@@ -337,6 +337,9 @@ func (d *Dataset) checkKV(headers []*safetensors.Header) error {
 // shardHeader reads and checks the header of a shard, and its size.
 func (d *Dataset) shardHeader(s Shard) (*safetensors.Header, error) {
 	f, err := openRegular(d.root, d.dir, filepath.FromSlash(s.Path))
+	if errors.Is(err, regular.ErrNotRegular) {
+		return nil, err // it names the shard
+	}
 	if err != nil {
 		return nil, d.errorf("shard %s: %v", s.Path, err)
 	}
@@ -706,12 +709,12 @@ func (d *Dataset) Close() error {
 
 // openRegular opens name inside root for reading without blocking, and
 // refuses anything but a regular file (a FIFO, a device, a directory) with
-// an error wrapping ErrInvalidDataset that names it.
+// an error wrapping ErrInvalidDataset and safetensors.ErrNotRegular that
+// names it.
 func openRegular(root *os.Root, dir, name string) (*os.File, error) {
 	f, err := regular.Open(root.OpenFile, name)
-	var nr *regular.NotRegularError
-	if errors.As(err, &nr) {
-		return nil, fmt.Errorf("%w: %s: %s is not a regular file (mode %v)", ErrInvalidDataset, dir, name, nr.Mode)
+	if errors.Is(err, regular.ErrNotRegular) {
+		return nil, fmt.Errorf("%w: %s: %w", ErrInvalidDataset, dir, err)
 	}
 	return f, err
 }

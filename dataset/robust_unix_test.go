@@ -46,6 +46,7 @@ func TestFIFO(t *testing.T) {
 		within(t, func() {
 			_, err := Open(dir)
 			assert.ErrorIs(t, err, ErrInvalidDataset)
+			assert.ErrorIs(t, err, safetensors.ErrNotRegular)
 			assert.ErrorContains(t, err, "not a regular file")
 		})
 	})
@@ -55,6 +56,7 @@ func TestFIFO(t *testing.T) {
 		within(t, func() {
 			_, err := Open(dir)
 			assert.ErrorIs(t, err, ErrInvalidDataset)
+			assert.ErrorIs(t, err, safetensors.ErrNotRegular)
 			assert.ErrorContains(t, err, "not a regular file")
 		})
 	})

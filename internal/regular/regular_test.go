@@ -37,6 +37,39 @@ func TestOpen(t *testing.T) {
 	require.True(t, errors.As(err, &nr), "%v", err)
 	assert.True(t, nr.Mode.IsDir())
 	assert.Contains(t, err.Error(), "not a regular file (mode d")
+	assertRefusal(t, err, dir)
+
+	// Inside a root, the error names the file by its name in the root.
+	_, err = Open(root.OpenFile, ".")
+	assertRefusal(t, err, ".")
+}
+
+// assertRefusal asserts that err is the refusal of the file at path: an
+// *os.PathError naming it, wrapping ErrNotRegular.
+func assertRefusal(t *testing.T, err error, path string) {
+	t.Helper()
+	require.ErrorIs(t, err, ErrNotRegular)
+	var pe *os.PathError
+	require.True(t, errors.As(err, &pe), "%T %v", err, err)
+	assert.Equal(t, "open", pe.Op)
+	assert.Equal(t, path, pe.Path)
+	assert.Equal(t, "open "+path+": safetensors: not a regular file (mode "+pe.Err.(*NotRegularError).Mode.String()+")", err.Error())
+}
+
+func TestCheck(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f")
+	require.NoError(t, os.WriteFile(path, nil, 0o644))
+	info, err := os.Stat(path)
+	require.NoError(t, err)
+	assert.NoError(t, Check(path, info))
+	info, err = os.Stat(dir)
+	require.NoError(t, err)
+	err = Check(dir, info)
+	assertRefusal(t, err, dir)
+	var nr *NotRegularError
+	require.True(t, errors.As(err, &nr))
+	assert.Equal(t, info.Mode(), nr.Mode)
 }
 
 func TestReadFile(t *testing.T) {
@@ -58,4 +91,5 @@ func TestReadFile(t *testing.T) {
 	var nr *NotRegularError
 	require.True(t, errors.As(err, &nr), "%v", err)
 	assert.True(t, nr.Mode.IsDir())
+	assertRefusal(t, err, dir)
 }

@@ -32,6 +32,7 @@ func TestOpenFIFO(t *testing.T) {
 			var nr *NotRegularError
 			require.True(t, errors.As(err, &nr), "%s: %v", name, err)
 			assert.Equal(t, os.ModeNamedPipe, nr.Mode.Type())
+			assertRefusal(t, err, fifo)
 		case <-time.After(10 * time.Second):
 			t.Fatalf("%s of a FIFO blocked", name)
 		}
