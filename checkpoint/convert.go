@@ -112,25 +112,10 @@ func Convert(ctx context.Context, src, dst string, to safetensors.DType, opts ..
 		cv.out.Files = []string{filepath.Base(dst)}
 		return &cv.out, nil
 	}
-	parent := filepath.Dir(filepath.Clean(dst))
-	tmp, err := atomicfile.MkdirTemp(parent, "."+filepath.Base(filepath.Clean(dst)))
+	err = atomicfile.WriteDir(dst, func(tmp string) error { return cv.convertModel(c, tmp) })
 	if err != nil {
 		return nil, err
 	}
-	done := false
-	defer func() {
-		if !done {
-			os.RemoveAll(tmp)
-		}
-	}()
-	if err := cv.convertModel(c, tmp); err != nil {
-		return nil, err
-	}
-	if err := os.Rename(tmp, dst); err != nil {
-		return nil, err
-	}
-	done = true
-	atomicfile.SyncDir(parent)
 	return &cv.out, nil
 }
 
@@ -322,7 +307,7 @@ func (cv *converter) convertIndex(p *Checkpoint, prefix, out string) error {
 	if err != nil {
 		return fmt.Errorf("checkpoint: %s: %w", p.dir.path(p.index), err)
 	}
-	return writeNew(out, text)
+	return atomicfile.WriteNew(out, text)
 }
 
 // rewriteIndex returns the index file data with the total_size of its
@@ -399,47 +384,10 @@ func (cv *converter) copyOthers(c *Checkpoint, dir string) error {
 		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(rel)), 0o777); err != nil {
 			return err
 		}
-		if err := copyFile(p, filepath.Join(dir, rel)); err != nil {
+		if err := atomicfile.CopyFile(p, filepath.Join(dir, rel)); err != nil {
 			return err
 		}
 		cv.out.Copied = append(cv.out.Copied, path.Clean(name))
 		return nil
 	})
-}
-
-// copyFile copies the regular file src to a new file dst, synced.
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(out, in)
-	if serr := out.Sync(); err == nil {
-		err = serr
-	}
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-// writeNew writes data to a new file at path, synced.
-func writeNew(path string, data []byte) error {
-	out, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
-	if err != nil {
-		return err
-	}
-	_, err = out.Write(data)
-	if serr := out.Sync(); err == nil {
-		err = serr
-	}
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }

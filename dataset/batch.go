@@ -3,10 +3,10 @@ package dataset
 import (
 	"bytes"
 	"io"
-	"os"
 	"path/filepath"
 
 	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/internal/atomicfile"
 )
 
 // batchShard is the Batch shard being written: a temporary file laid out
@@ -14,8 +14,7 @@ import (
 // as samples come, a few MiB at a time, so that memory stays bounded
 // whatever the batch size.
 type batchShard struct {
-	f       *os.File
-	tmp     string
+	f       *atomicfile.File // errors name the shard, not the temporary file
 	hdr     *safetensors.Header
 	colOff  []int64  // where each column (in the order of cols) starts in the file
 	pending [][]byte // each column's bytes not yet written, from sample first on
@@ -37,22 +36,23 @@ func (w *Writer) batchSpecs(n int) []safetensors.TensorSpec {
 	return specs
 }
 
-// batchLayout writes the header of a shard of n samples to a new temporary
-// file and returns it, with the header and where each column starts.
-func (w *Writer) batchLayout(n int) (*os.File, string, *safetensors.Header, []int64, error) {
+// batchLayout writes the header of a shard of n samples, the next shard,
+// to a new temporary file and returns it, with the header and where each
+// column starts.
+func (w *Writer) batchLayout(n int) (*atomicfile.File, *safetensors.Header, []int64, error) {
 	var hdr bytes.Buffer
 	sw, err := safetensors.NewWriter(&hdr, w.batchSpecs(n), nil)
 	if err != nil {
-		return nil, "", nil, nil, err
+		return nil, nil, nil, err
 	}
 	h := sw.Header()
 	colOff := make([]int64, len(w.cols))
 	for k, i := range sw.SpecOrder() {
 		colOff[i] = int64(h.DataOffset() + h.Tensors[k].DataOffsets[0])
 	}
-	f, tmp, err := createTemp(w.dir, ".part-batch")
+	f, err := atomicfile.Create(filepath.Join(w.dir, w.peekShardName()))
 	if err != nil {
-		return nil, "", nil, nil, err
+		return nil, nil, nil, err
 	}
 	_, err = f.Write(hdr.Bytes())
 	if err == nil {
@@ -60,11 +60,10 @@ func (w *Writer) batchLayout(n int) (*os.File, string, *safetensors.Header, []in
 		err = f.Truncate(int64(h.DataOffset() + h.DataLen()))
 	}
 	if err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return nil, "", nil, nil, err
+		f.Abort()
+		return nil, nil, nil, err
 	}
-	return f, tmp, h, colOff, nil
+	return f, h, colOff, nil
 }
 
 // batchAdd adds a sample's values, in the order of cols, to the shard,
@@ -72,15 +71,15 @@ func (w *Writer) batchLayout(n int) (*os.File, string, *safetensors.Header, []in
 func (w *Writer) batchAdd(values [][]byte) error {
 	b := &w.batch
 	if b.f == nil {
-		f, tmp, h, colOff, err := w.batchLayout(w.opts.batchSize)
+		f, h, colOff, err := w.batchLayout(w.opts.batchSize)
 		if err != nil {
-			return targetError(filepath.Join(w.dir, w.peekShardName()), err)
+			return err
 		}
 		pending := b.pending
 		if pending == nil {
 			pending = make([][]byte, len(w.cols))
 		}
-		*b = batchShard{f: f, tmp: tmp, hdr: h, colOff: colOff, pending: pending}
+		*b = batchShard{f: f, hdr: h, colOff: colOff, pending: pending}
 	}
 	for i, v := range values {
 		b.pending[i] = append(b.pending[i], v...)
@@ -89,7 +88,7 @@ func (w *Writer) batchAdd(values [][]byte) error {
 	b.n++
 	if b.bytes >= batchFlushSize {
 		if err := w.batchFlush(); err != nil {
-			return targetError(filepath.Join(w.dir, w.peekShardName()), err)
+			return err
 		}
 	}
 	return nil
@@ -115,7 +114,7 @@ func (w *Writer) batchFlush() error {
 func (w *Writer) batchFinish() error {
 	b := &w.batch
 	if err := w.batchFlush(); err != nil {
-		return w.fail(targetError(filepath.Join(w.dir, w.peekShardName()), err))
+		return w.fail(err)
 	}
 	n := b.n
 	switch {
@@ -125,9 +124,9 @@ func (w *Writer) batchFinish() error {
 		w.batchAbort()
 		return nil
 	default: // TailWrite: a shard of n samples, copied from the first n of each column
-		f, tmp, h, colOff, err := w.batchLayout(n)
+		f, h, colOff, err := w.batchLayout(n)
 		if err != nil {
-			return w.fail(targetError(filepath.Join(w.dir, w.peekShardName()), err))
+			return w.fail(err)
 		}
 		for i, c := range w.cols {
 			size := int64(n) * int64(c.sampleBytes())
@@ -136,25 +135,22 @@ func (w *Writer) batchFinish() error {
 			}
 		}
 		w.batchAbort()
-		*b = batchShard{f: f, tmp: tmp, hdr: h}
+		*b = batchShard{f: f, hdr: h}
 		if err != nil {
 			w.batchAbort()
-			return w.fail(targetError(filepath.Join(w.dir, w.peekShardName()), err))
+			return w.fail(err)
 		}
 	}
 	name := w.shardName()
-	path := filepath.Join(w.dir, name)
-	err := b.f.Sync()
-	if cerr := b.f.Close(); err == nil {
-		err = cerr
-	}
+	// Synced and renamed into place; the directory is synced once, when
+	// the manifest that lists the shards is.
+	err := b.f.Flush()
 	if err == nil {
-		err = os.Rename(b.tmp, path)
+		err = b.f.Rename()
 	}
 	if err != nil {
-		os.Remove(b.tmp)
 		*b = batchShard{}
-		return w.fail(targetError(path, err))
+		return w.fail(err)
 	}
 	h := b.hdr
 	*b = batchShard{pending: b.pending}
@@ -165,8 +161,7 @@ func (w *Writer) batchFinish() error {
 func (w *Writer) batchAbort() {
 	b := &w.batch
 	if b.f != nil {
-		b.f.Close()
-		os.Remove(b.tmp)
+		b.f.Abort()
 	}
 	for i := range b.pending {
 		b.pending[i] = b.pending[i][:0]

@@ -63,7 +63,7 @@
 // fails or is aborted removes what it wrote. A writer killed (SIGKILL, a
 // crash, a power loss) cannot: it leaves, in the dataset's directory,
 // shards part-*.safetensors with no dataset_manifest.json, and hidden
-// temporary files: .part-*.safetensors.tmp*, .part-batch.tmp*,
+// temporary files: .part-*.safetensors.tmp* (the shards of either mode),
 // .tensor_index-spill.tmp*, .dataset_manifest.json.tmp* and a directory
 // ._tensor_index.parquet.tmp*. The connector's reader reads every shard
 // of a directory, listed in the manifest or not, so Create refuses a

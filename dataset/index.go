@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path"
 	"path/filepath"
 	"slices"
@@ -38,26 +37,9 @@ const indexBatch = 4096
 // written under a temporary name and renamed into place.
 func (w *Writer) writeIndex() error {
 	path := filepath.Join(w.dir, IndexName)
-	tmp := ""
-	for range 100 {
-		tmp = filepath.Join(w.dir, fmt.Sprintf(".%s.tmp%s", IndexName, uuid4()[:8]))
-		err := os.Mkdir(tmp, 0o777)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, os.ErrExist) {
-			return targetError(path, err)
-		}
+	if err := atomicfile.WriteDir(path, w.writeIndexFiles); err != nil {
+		return err
 	}
-	err := w.writeIndexFiles(tmp)
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.RemoveAll(tmp)
-		return targetError(path, err)
-	}
-	atomicfile.SyncDir(w.dir)
 	w.paths = append(w.paths, path)
 	return nil
 }
@@ -65,7 +47,7 @@ func (w *Writer) writeIndex() error {
 // writeIndexFiles writes the part file and _SUCCESS into dir.
 func (w *Writer) writeIndexFiles(dir string) error {
 	part := filepath.Join(dir, fmt.Sprintf("part-00000-%s-c000.snappy.parquet", uuid4()))
-	err := writeAtomic(part, func(f io.Writer) error {
+	err := atomicfile.WriteFile(part, func(f io.Writer) error {
 		pw := parquet.NewGenericWriter[indexRow](f, parquet.Compression(&parquet.Snappy))
 		rows := make([]indexRow, 0, indexBatch)
 		err := w.readSpill(func(e *spillEntry) error {
@@ -93,7 +75,7 @@ func (w *Writer) writeIndexFiles(dir string) error {
 	if err != nil {
 		return err
 	}
-	return writeAtomic(filepath.Join(dir, "_SUCCESS"), func(io.Writer) error { return nil })
+	return atomicfile.WriteNew(filepath.Join(dir, "_SUCCESS"), nil)
 }
 
 // spillEntry is an entry of the spill file: a tensor's name, shard, dtype

@@ -181,7 +181,7 @@ func Create(dir string, mode Mode, columns []Column, opts ...Option) (*Writer, e
 		w.perm[i], _ = findColumn(w.cols, c.Name)
 	}
 	w.sortBuf = make([][]byte, len(cfg.columns))
-	f, _, err := createTemp(dir, ".tensor_index-spill")
+	f, err := atomicfile.CreateTemp(dir, ".tensor_index-spill")
 	if err != nil {
 		return nil, err
 	}
@@ -574,7 +574,7 @@ func (w *Writer) flushKV() error {
 	path := filepath.Join(w.dir, name)
 	fw, err := safetensors.CreateFile(path, specs, nil)
 	if err != nil {
-		return w.fail(targetError(path, err))
+		return w.fail(err)
 	}
 	// The tensors in the writer's order, found by position: spec j is
 	// column j%ncol of live sample j/ncol, whose bytes follow the sample's
@@ -609,10 +609,10 @@ func (w *Writer) flushKV() error {
 	}
 	if err != nil {
 		fw.Abort()
-		return w.fail(targetError(path, err))
+		return w.fail(err)
 	}
 	if err := fw.Close(); err != nil {
-		return w.fail(targetError(path, err))
+		return w.fail(err)
 	}
 	if err := w.recordShard(name, int64(w.kv.rows), fw.Header()); err != nil {
 		return err
@@ -828,7 +828,7 @@ func (w *Writer) readSpill(f func(*spillEntry) error) error {
 // Jackson pretty printer lays it out, streaming the schema from the spill.
 func (w *Writer) writeManifest() error {
 	path := filepath.Join(w.dir, ManifestName)
-	err := writeAtomic(path, func(f io.Writer) error {
+	err := atomicfile.WriteFile(path, func(f io.Writer) error {
 		bw := bufio.NewWriterSize(f, 1<<20)
 		b := make([]byte, 0, 4096)
 		b = append(b, "{\n  \"format_version\" : "...)
@@ -917,37 +917,6 @@ func appendJSONString[S string | []byte](b []byte, s S) []byte {
 	enc.SetEscapeHTML(false)
 	enc.Encode(string(s))
 	return append(b, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...)
-}
-
-// createTemp creates a new hidden file in dir whose name starts with
-// prefix, as atomicfile.CreateTemp does.
-func createTemp(dir, prefix string) (*os.File, string, error) {
-	f, err := atomicfile.CreateTemp(dir, prefix)
-	if err != nil {
-		return nil, "", err
-	}
-	return f, f.Name(), nil
-}
-
-// targetError names path, the file being written, in err instead of the
-// temporary file that err may name.
-func targetError(path string, err error) error {
-	var pe *os.PathError
-	if errors.As(err, &pe) && pe.Path != path {
-		return &os.PathError{Op: pe.Op, Path: path, Err: pe.Err}
-	}
-	var le *os.LinkError
-	if errors.As(err, &le) {
-		return &os.PathError{Op: le.Op, Path: path, Err: le.Err}
-	}
-	return err
-}
-
-// writeAtomic writes the file at path as atomicfile.WriteFile does,
-// through a temporary file in the same directory, synced and renamed into
-// place. Errors name path.
-func writeAtomic(path string, write func(io.Writer) error) error {
-	return targetError(path, atomicfile.WriteFile(path, write))
 }
 
 // Abort stops writing and removes every file written: the shards, the

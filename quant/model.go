@@ -6,13 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/safetensors-go/safetensors"
@@ -120,25 +116,28 @@ func WriteModel(ctx context.Context, src, dst string, s Strategy, opts ...checkp
 		}
 		copyOthers = info.IsDir() || ck.Index() != ""
 	}
-	dir, files, index := ck.Dir(), ck.Files(), ck.Index()
-	tmp, err := mkdirTemp(filepath.Dir(filepath.Clean(dst)), "."+filepath.Base(dst)+".tmp-")
+	sum := &Summary{Files: ck.Files()}
+	err = atomicfile.WriteDir(dst, func(tmp string) error {
+		return writeModel(ctx, ck, tmp, copyOthers, s, sum)
+	})
 	if err != nil {
 		return nil, err
 	}
-	ok := false
-	defer func() {
-		if !ok {
-			os.RemoveAll(tmp)
-		}
-	}()
-	sum := &Summary{Files: files}
+	return sum, nil
+}
+
+// writeModel writes into tmp the model ck, quantized as WriteModel says,
+// and records what it did in sum; copyOthers says whether the other files
+// of its folder are copied.
+func writeModel(ctx context.Context, ck *checkpoint.Checkpoint, tmp string, copyOthers bool, s Strategy, sum *Summary) error {
+	dir, index := ck.Dir(), ck.Index()
 	weightMap := map[string]any{}
 	var total uint64
 	heads := map[string]bool{}
-	for _, f := range files {
+	for _, f := range sum.Files {
 		n, err := quantizeFile(ctx, ck, f, filepath.Join(tmp, f), s, sum, weightMap, heads)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		total += n
 	}
@@ -153,41 +152,36 @@ func WriteModel(ctx context.Context, src, dst string, s Strategy, opts ...checkp
 	slices.Sort(sum.Kept)
 	if index != "" {
 		if err := writeIndex(ctx, ck, filepath.Join(tmp, index), weightMap, total); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if err := writeConfig(ctx, ck, filepath.Join(tmp, "config.json"), s, sum.Ignore); err != nil {
-		return nil, err
+		return err
 	}
-	if copyOthers {
-		skip := map[string]bool{"config.json": true, index: true}
-		for _, f := range files {
-			skip[f] = true
-		}
-		entries, err := os.ReadDir(dir)
-		if err != nil {
-			return nil, err
-		}
-		for _, e := range entries {
-			// Links are followed (the files of a Hugging Face cache
-			// snapshot are links into its blobs); directories, FIFOs
-			// and other special files are left out.
-			if skip[e.Name()] || !isFile(filepath.Join(dir, e.Name())) {
-				continue
-			}
-			if err := copyFile(filepath.Join(dir, e.Name()), filepath.Join(tmp, e.Name())); err != nil {
-				return nil, err
-			}
-			sum.Copied = append(sum.Copied, e.Name())
-		}
+	if !copyOthers {
+		return nil
 	}
-	atomicfile.SyncDir(tmp)
-	if err := os.Rename(tmp, dst); err != nil {
-		return nil, err
+	skip := map[string]bool{"config.json": true, index: true}
+	for _, f := range sum.Files {
+		skip[f] = true
 	}
-	atomicfile.SyncDir(filepath.Dir(filepath.Clean(dst)))
-	ok = true
-	return sum, nil
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		// Links are followed (the files of a Hugging Face cache
+		// snapshot are links into its blobs); directories, FIFOs
+		// and other special files are left out.
+		if skip[e.Name()] || !isFile(filepath.Join(dir, e.Name())) {
+			continue
+		}
+		if err := atomicfile.CopyFile(filepath.Join(dir, e.Name()), filepath.Join(tmp, e.Name())); err != nil {
+			return err
+		}
+		sum.Copied = append(sum.Copied, e.Name())
+	}
+	return nil
 }
 
 // isFile reports whether path is a regular file, following links.
@@ -339,7 +333,7 @@ func writeConfig(ctx context.Context, ck *checkpoint.Checkpoint, out string, s S
 	if err != nil {
 		return err
 	}
-	return writeFileSync(out, text)
+	return atomicfile.WriteNew(out, text)
 }
 
 func decodeObject(data []byte) (map[string]any, error) {
@@ -378,57 +372,5 @@ func writeIndex(ctx context.Context, ck *checkpoint.Checkpoint, out string, weig
 	if err != nil {
 		return err
 	}
-	return writeFileSync(out, append(text, '\n'))
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src) // a regular file: see isFile
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.Create(dst)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return syncClose(out)
-}
-
-// writeFileSync writes data to a new file at path and syncs it, so that
-// the directory renamed into place at the end holds it on disk.
-func writeFileSync(path string, data []byte) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	return syncClose(f)
-}
-
-func syncClose(f *os.File) error {
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-// mkdirTemp makes a new directory in dir whose name starts with prefix,
-// with mode 0777 less the umask, as the directory it becomes once renamed
-// should have (os.MkdirTemp gives 0700).
-func mkdirTemp(dir, prefix string) (string, error) {
-	for {
-		name := filepath.Join(dir, prefix+strconv.FormatUint(rand.Uint64(), 36))
-		err := os.Mkdir(name, 0o777)
-		if !errors.Is(err, fs.ErrExist) {
-			return name, err
-		}
-	}
+	return atomicfile.WriteNew(out, append(text, '\n'))
 }

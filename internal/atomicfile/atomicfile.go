@@ -5,6 +5,9 @@
 // a power cut. It is the module's one way to put a file in place: the core
 // package's writers, the checkpoint writer (which commits several files in
 // two steps, Flush and then Rename), the dataset writer and quant use it.
+// A folder is put in place the same way, whole (WriteDir: checkpoint's
+// Convert, quant's WriteModel, the dataset's Parquet index), its files
+// written new and synced (WriteNew, CopyFile).
 //
 // The file-system operations go through hooks that tests replace with
 // SetHooks, to fail or crash at each step.
@@ -18,6 +21,9 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
+
+	"github.com/safetensors-go/safetensors/internal/regular"
 )
 
 // Temp is what a File needs of its temporary file: an *os.File, or what a
@@ -25,6 +31,8 @@ import (
 type Temp interface {
 	io.Writer
 	io.WriterAt
+	io.ReaderAt
+	Truncate(size int64) error
 	Sync() error
 	Close() error
 	Chmod(mode os.FileMode) error
@@ -194,6 +202,17 @@ func (a *File) WriteAt(p []byte, off int64) (int, error) {
 	return n, a.fix(err)
 }
 
+// ReadAt reads what was written, for a file that is filled in place.
+func (a *File) ReadAt(p []byte, off int64) (int, error) {
+	n, err := a.f.ReadAt(p, off)
+	return n, a.fix(err)
+}
+
+// Truncate sets the size of the file, with zeros past what was written.
+func (a *File) Truncate(size int64) error {
+	return a.fix(a.f.Truncate(size))
+}
+
 // ReadFrom keeps the temporary file's own ReadFrom, which may copy without
 // a buffer (copy_file_range), for sequential writes from an *os.File.
 func (a *File) ReadFrom(r io.Reader) (int64, error) {
@@ -298,24 +317,40 @@ func WriteFile(path string, write func(io.Writer) error) error {
 // PathError returns err with the temporary file's name tmp, where it
 // gives it, replaced by path, the name the caller knows: an *os.PathError
 // or *os.LinkError that names tmp becomes an *os.PathError for path with
-// the same Op and Err. Other errors are returned as they are.
+// the same Op and Err; for a temporary folder (WriteDir), one that names a
+// file inside tmp names the same file inside path. Other errors are
+// returned as they are.
 func PathError(err error, tmp, path string) error {
 	var pe *os.PathError
 	var le *os.LinkError
 	switch {
-	case errors.As(err, &pe) && pe.Path == tmp:
-		return &os.PathError{Op: pe.Op, Path: path, Err: pe.Err}
+	case errors.As(err, &pe):
+		if p, ok := rebase(pe.Path, tmp, path); ok {
+			return &os.PathError{Op: pe.Op, Path: p, Err: pe.Err}
+		}
 	case errors.As(err, &le) && (le.Old == tmp || le.New == tmp):
 		return &os.PathError{Op: le.Op, Path: path, Err: le.Err}
 	}
 	return err
 }
 
+// rebase returns name, tmp or a path inside it, with tmp replaced by path.
+func rebase(name, tmp, path string) (string, bool) {
+	if name == tmp {
+		return path, true
+	}
+	if rest, ok := strings.CutPrefix(name, tmp+string(filepath.Separator)); ok {
+		return filepath.Join(path, rest), true
+	}
+	return "", false
+}
+
 // MkdirTemp creates a new directory in dir whose name is prefix, ".tmp"
 // and a random base-36 suffix, with mode 0777 less the umask, as the
 // directory it becomes once renamed should have (os.MkdirTemp gives
-// 0700), for a folder of files written whole and then renamed into place.
-// It tries another suffix when a name is taken, up to 100 times.
+// 0700), for a folder of files written whole and then renamed into place
+// (WriteDir). It tries another suffix when a name is taken, up to 100
+// times.
 func MkdirTemp(dir, prefix string) (string, error) {
 	var err error
 	for range 100 {
@@ -325,4 +360,83 @@ func MkdirTemp(dir, prefix string) (string, error) {
 		}
 	}
 	return "", err
+}
+
+// WriteDir puts the folder path in place whole, as a File does a file:
+// write fills a new temporary folder beside it (MkdirTemp's, named like a
+// File's temporary file), which is then synced, renamed to path, and its
+// parent synced. On any error, the temporary folder and everything in it
+// are removed, and path is left as it was; errors that name the temporary
+// folder, or a file in it, name path, or the file in path, instead. The
+// files that write puts in the folder should be synced (WriteNew,
+// CopyFile, WriteFile) for the folder to survive a power cut whole. path
+// should not exist: a rename replaces an empty folder.
+func WriteDir(path string, write func(dir string) error) error {
+	path = filepath.Clean(path)
+	parent := filepath.Dir(path)
+	tmp, err := MkdirTemp(parent, "."+filepath.Base(path))
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			return &os.PathError{Op: pe.Op, Path: path, Err: pe.Err}
+		}
+		return err
+	}
+	if err := write(tmp); err != nil {
+		os.RemoveAll(tmp)
+		return PathError(err, tmp, path)
+	}
+	SyncDir(tmp)
+	if err := hooks.Rename(tmp, path); err != nil {
+		os.RemoveAll(tmp)
+		return PathError(err, tmp, path)
+	}
+	SyncDir(parent)
+	return nil
+}
+
+// WriteNew writes data into a new file at path, which must not exist, and
+// syncs it: a file of a folder that WriteDir puts in place.
+func WriteNew(path string, data []byte) error {
+	return writeNew(path, func(f *os.File) error {
+		_, err := f.Write(data)
+		return err
+	})
+}
+
+// CopyFile copies the regular file src into a new file dst, which must not
+// exist, and syncs it: a file of a folder that WriteDir puts in place. src
+// is opened as regular.Open opens it: anything but a regular file is
+// refused (an error wrapping regular.ErrNotRegular), without waiting for a
+// FIFO's writer. The copy gets mode 0666 less the umask.
+func CopyFile(src, dst string) error {
+	in, err := regular.Open(os.OpenFile, src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	return writeNew(dst, func(f *os.File) error {
+		_, err := io.Copy(f, in)
+		return err
+	})
+}
+
+// writeNew creates the new file path, fills it with write, syncs it and
+// closes it; on failure it removes it.
+func writeNew(path string, write func(*os.File) error) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
+	if err != nil {
+		return err
+	}
+	err = write(f)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+	}
+	return err
 }

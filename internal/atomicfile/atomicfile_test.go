@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/safetensors-go/safetensors/internal/regular"
 )
 
 func TestTempName(t *testing.T) {
@@ -111,6 +113,12 @@ func TestPathError(t *testing.T) {
 	assert.Equal(t, &os.PathError{Op: "rename", Path: "dst", Err: inner}, err)
 	other := &os.PathError{Op: "open", Path: "spill", Err: inner}
 	assert.Same(t, other, PathError(other, "tmp", "dst"))
+	// A temporary folder's files are named in the destination.
+	in := filepath.Join("dir", ".out.tmp1", "sub", "f")
+	err = PathError(&os.PathError{Op: "open", Path: in, Err: inner}, filepath.Join("dir", ".out.tmp1"), filepath.Join("dir", "out"))
+	assert.Equal(t, &os.PathError{Op: "open", Path: filepath.Join("dir", "out", "sub", "f"), Err: inner}, err)
+	sibling := &os.PathError{Op: "open", Path: filepath.Join("dir", ".out.tmp12"), Err: inner}
+	assert.Same(t, sibling, PathError(sibling, filepath.Join("dir", ".out.tmp1"), filepath.Join("dir", "out")), "a name that only starts like tmp")
 }
 
 func TestSyncDir(t *testing.T) {
@@ -170,6 +178,8 @@ type noReadFrom struct{ f *failingTemp }
 
 func (n noReadFrom) Write(p []byte) (int, error)              { return n.f.Write(p) }
 func (n noReadFrom) WriteAt(p []byte, off int64) (int, error) { return n.f.WriteAt(p, off) }
+func (n noReadFrom) ReadAt(p []byte, off int64) (int, error)  { return n.f.ReadAt(p, off) }
+func (n noReadFrom) Truncate(size int64) error                { return n.f.Truncate(size) }
 func (n noReadFrom) Sync() error                              { return n.f.Sync() }
 func (n noReadFrom) Close() error                             { return n.f.Close() }
 func (n noReadFrom) Chmod(mode os.FileMode) error             { return n.f.Chmod(mode) }
@@ -566,4 +576,157 @@ func TestSetHooks(t *testing.T) {
 	require.NoError(t, err)
 	f.Abort()
 	assert.Len(t, created, 1)
+}
+
+// TestFileReadAtTruncate fills a file in place, as the dataset's batch
+// shards are: Truncate gives the size at once, with zeros, and ReadAt reads
+// back what was written; their errors name the path.
+func TestFileReadAtTruncate(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f")
+	f, err := Create(path)
+	require.NoError(t, err)
+	require.NoError(t, f.Truncate(8))
+	_, err = f.WriteAt([]byte("ab"), 3)
+	require.NoError(t, err)
+	b := make([]byte, 8)
+	n, err := f.ReadAt(b, 0)
+	require.NoError(t, err)
+	assert.Equal(t, []byte{0, 0, 0, 'a', 'b', 0, 0, 0}, b[:n])
+	_, err = f.ReadAt(b, 4)
+	assert.Same(t, io.EOF, err, "past the end: io.EOF, as io.ReaderAt says")
+	require.NoError(t, f.Commit())
+	assert.Equal(t, "\x00\x00\x00ab\x00\x00\x00", readString(t, path))
+	// Errors name the path, not the temporary file.
+	for _, err := range []error{f.Truncate(0), func() error { _, err := f.ReadAt(b, 0); return err }()} {
+		assert.ErrorIs(t, err, os.ErrClosed)
+		var pe *os.PathError
+		require.ErrorAs(t, err, &pe)
+		assert.Equal(t, path, pe.Path)
+	}
+}
+
+// TestWriteDir puts a folder in place whole: its files are in the
+// temporary folder, beside the destination, until the rename, after which
+// the temporary folder and then the parent are synced.
+func TestWriteDir(t *testing.T) {
+	parent := t.TempDir()
+	dst := filepath.Join(parent, "out")
+	var synced []string
+	t.Cleanup(SetHooks(Hooks{SyncDir: func(dir string) { synced = append(synced, dir) }}))
+	var tmp string
+	err := WriteDir(dst+string(filepath.Separator), func(dir string) error {
+		tmp = dir
+		assert.Equal(t, parent, filepath.Dir(dir))
+		ok, err := filepath.Match(".out.tmp*", filepath.Base(dir))
+		require.NoError(t, err)
+		assert.True(t, ok, dir)
+		if runtime.GOOS != "windows" {
+			info, err := os.Stat(dir)
+			require.NoError(t, err)
+			assert.NotZero(t, info.Mode().Perm()&0o055, "not 0700 as os.MkdirTemp makes it: %v", info.Mode())
+		}
+		assert.NoFileExists(t, dst)
+		return WriteNew(filepath.Join(dir, "a"), []byte("abc"))
+	})
+	require.NoError(t, err)
+	assert.Equal(t, "abc", readString(t, filepath.Join(dst, "a")))
+	assert.Equal(t, []string{"out"}, entries(t, parent))
+	assert.Equal(t, []string{tmp, parent}, synced)
+}
+
+// TestWriteDirFails: a failing write, a failing rename and a parent that
+// does not exist leave nothing behind, and the errors name the
+// destination, never the temporary folder.
+func TestWriteDirFails(t *testing.T) {
+	parent := t.TempDir()
+	dst := filepath.Join(parent, "out")
+	boom := errors.New("boom")
+
+	err := WriteDir(dst, func(dir string) error {
+		require.NoError(t, WriteNew(filepath.Join(dir, "a"), []byte("abc")))
+		return boom
+	})
+	assert.Same(t, boom, err)
+	assert.Empty(t, entries(t, parent))
+
+	// An error that names a file in the temporary folder names it in the
+	// destination.
+	err = WriteDir(dst, func(dir string) error {
+		require.NoError(t, WriteNew(filepath.Join(dir, "a"), nil))
+		return WriteNew(filepath.Join(dir, "a"), nil)
+	})
+	assert.ErrorIs(t, err, os.ErrExist)
+	var pe *os.PathError
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, filepath.Join(dst, "a"), pe.Path)
+	assert.NotContains(t, err.Error(), ".tmp")
+	assert.Empty(t, entries(t, parent))
+
+	t.Run("rename", func(t *testing.T) {
+		t.Cleanup(SetHooks(Hooks{Rename: func(from, to string) error {
+			return &os.LinkError{Op: "rename", Old: from, New: to, Err: boom}
+		}}))
+		err := WriteDir(dst, func(dir string) error { return WriteNew(filepath.Join(dir, "a"), nil) })
+		assert.ErrorIs(t, err, boom)
+		assert.Equal(t, &os.PathError{Op: "rename", Path: dst, Err: boom}, err)
+		assert.Empty(t, entries(t, parent))
+	})
+
+	missing := filepath.Join(parent, "missing", "out")
+	err = WriteDir(missing, func(string) error { t.Fatal("write called"); return nil })
+	assert.ErrorIs(t, err, os.ErrNotExist)
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, missing, pe.Path)
+	assert.NotContains(t, err.Error(), ".tmp")
+}
+
+// TestWriteNew writes a new file, refuses one that exists, and removes
+// what it created when it fails.
+func TestWriteNew(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f")
+	require.NoError(t, WriteNew(path, []byte("abc")))
+	assert.Equal(t, "abc", readString(t, path))
+	if runtime.GOOS != "windows" {
+		info, err := os.Stat(path)
+		require.NoError(t, err)
+		assert.NotZero(t, info.Mode().Perm()&0o044, "mode 0666 less the umask: %v", info.Mode())
+	}
+	err := WriteNew(path, []byte("xyz"))
+	assert.ErrorIs(t, err, os.ErrExist)
+	assert.Equal(t, "abc", readString(t, path), "left as it was")
+
+	boom := errors.New("boom")
+	err = writeNew(filepath.Join(dir, "g"), func(f *os.File) error {
+		f.WriteString("partial")
+		return boom
+	})
+	assert.Same(t, boom, err)
+	assert.Equal(t, []string{"f"}, entries(t, dir))
+}
+
+// TestCopyFile copies a file into a new one; it refuses a destination
+// that exists and a source that is not a regular file.
+func TestCopyFile(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	data := strings.Repeat("0123456789", 10000)
+	require.NoError(t, os.WriteFile(src, []byte(data), 0o600))
+	dst := filepath.Join(dir, "dst")
+	require.NoError(t, CopyFile(src, dst))
+	assert.Equal(t, data, readString(t, dst))
+
+	err := CopyFile(src, dst)
+	assert.ErrorIs(t, err, os.ErrExist)
+	assert.Equal(t, data, readString(t, dst), "left as it was")
+
+	err = CopyFile(dir, filepath.Join(dir, "copy"))
+	assert.ErrorIs(t, err, regular.ErrNotRegular)
+	var pe *os.PathError
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, dir, pe.Path)
+	err = CopyFile(filepath.Join(dir, "missing"), filepath.Join(dir, "copy"))
+	assert.ErrorIs(t, err, os.ErrNotExist)
+	assert.ElementsMatch(t, []string{"src", "dst"}, entries(t, dir), "nothing created")
 }
