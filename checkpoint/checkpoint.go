@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 
 	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/internal/hfindex"
 )
 
 // A Checkpoint is a model's weights as a library saved them: one
@@ -400,7 +401,7 @@ func (c *Checkpoint) Metadata() map[string]string {
 	}
 	nFiles := len(metas)
 	index := c.IndexMetadata()
-	for _, k := range indexBookkeeping {
+	for _, k := range hfindex.Bookkeeping {
 		delete(index, k)
 	}
 	if len(index) > 0 {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/safetensors-go/safetensors"
 	"github.com/safetensors-go/safetensors/internal/atomicfile"
+	"github.com/safetensors-go/safetensors/internal/hfindex"
 	"github.com/safetensors-go/safetensors/internal/regular"
 )
 
@@ -104,7 +105,7 @@ func (w *Writer) commitSharded(indexPath string) ([]string, error) {
 		weightMap[name] = staged[i]
 	}
 	atomicfile.SyncDir(w.dir)
-	if err := writeIndex(indexPath, appendIndex(nil, w.params, w.total, weightMap)); err != nil {
+	if err := writeIndex(indexPath, hfindex.Append(nil, w.params, w.total, weightMap)); err != nil {
 		w.Abort()
 		return nil, err
 	}

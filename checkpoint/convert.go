@@ -1,10 +1,8 @@
 package checkpoint
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
@@ -17,7 +15,7 @@ import (
 
 	"github.com/safetensors-go/safetensors"
 	"github.com/safetensors-go/safetensors/internal/atomicfile"
-	"github.com/safetensors-go/safetensors/internal/pyjson"
+	"github.com/safetensors-go/safetensors/internal/hfindex"
 )
 
 // A Conversion tells what Convert wrote.
@@ -303,34 +301,11 @@ func (cv *converter) convertIndex(p *Checkpoint, prefix, out string) error {
 	for name, l := range p.where {
 		total += cv.sizes[prefix+p.files[l.file].name][name]
 	}
-	text, err := rewriteIndex(data, total)
+	text, err := hfindex.Rewrite(data, total, nil)
 	if err != nil {
 		return fmt.Errorf("checkpoint: %s: %w", p.dir.path(p.index), err)
 	}
 	return atomicfile.WriteNew(out, text)
-}
-
-// rewriteIndex returns the index file data with the total_size of its
-// metadata set to total, as transformers writes an index (keys sorted,
-// two-space indents, a trailing newline), everything else kept.
-func rewriteIndex(data []byte, total uint64) ([]byte, error) {
-	d := json.NewDecoder(bytes.NewReader(data))
-	d.UseNumber()
-	var ix map[string]any
-	if err := d.Decode(&ix); err != nil {
-		return nil, err
-	}
-	meta, _ := ix["metadata"].(map[string]any)
-	if meta == nil {
-		meta = map[string]any{}
-	}
-	meta["total_size"] = json.Number(fmt.Sprint(total))
-	ix["metadata"] = meta
-	text, err := pyjson.Append(nil, ix, 0)
-	if err != nil {
-		return nil, err
-	}
-	return append(text, '\n'), nil
 }
 
 // otherWeights are the extensions of weights in other formats than

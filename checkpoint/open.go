@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/internal/hfindex"
 	"github.com/safetensors-go/safetensors/internal/parallel"
 )
 
@@ -236,22 +237,27 @@ func openSharded(ctx context.Context, dir folder, name string, data []byte, o *o
 	indexErr := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s: %s", ErrInvalidIndex, indexPath, fmt.Sprintf(format, args...))
 	}
-	ix, err := parseIndex(data)
+	ix, err := hfindex.Parse(data, MaxFileSize)
 	if err != nil {
 		return nil, indexErr("%v", err)
+	}
+	for name, file := range ix.WeightMap {
+		if !localName(file) {
+			return nil, indexErr("tensor %q: file %q is not inside the index's folder", name, file)
+		}
 	}
 	shardDir, done, err := dir.shards(name)
 	if err != nil {
 		return nil, err
 	}
 	defer done()
-	c := &Checkpoint{dir: dir, variant: indexVariant(name), index: name, indexMeta: ix.metadata, owner: true}
-	c.files = make([]*file, len(ix.files))
-	errs := make([]error, len(ix.files))
+	c := &Checkpoint{dir: dir, variant: indexVariant(name), index: name, indexMeta: ix.Metadata, owner: true}
+	c.files = make([]*file, len(ix.Files))
+	errs := make([]error, len(ix.Files))
 	// Every shard is opened, whatever the others give, so that the error is
 	// that of the first shard in order that fails.
-	parallel.For(ctx, len(ix.files), maxOpenConcurrency, func(_, i int) error {
-		c.files[i], errs[i] = shardDir.open(ctx, ix.files[i], o)
+	parallel.For(ctx, len(ix.Files), maxOpenConcurrency, func(_, i int) error {
+		c.files[i], errs[i] = shardDir.open(ctx, ix.Files[i], o)
 		return nil
 	})
 	fail := func(err error) (*Checkpoint, error) {
@@ -267,7 +273,7 @@ func openSharded(ctx context.Context, dir folder, name string, data []byte, o *o
 			err = context.Cause(ctx) // not opened: stopped
 		}
 		if err != nil {
-			return fail(fmt.Errorf("%w: %s: shard %s: %w", ErrInvalidIndex, indexPath, ix.files[i], err))
+			return fail(fmt.Errorf("%w: %s: shard %s: %w", ErrInvalidIndex, indexPath, ix.Files[i], err))
 		}
 	}
 	dirOf := path.Dir(name)
@@ -276,7 +282,7 @@ func openSharded(ctx context.Context, dir folder, name string, data []byte, o *o
 			f.name = dirOf + "/" + f.name
 		}
 	}
-	c.where = make(map[string]loc, len(ix.weightMap))
+	c.where = make(map[string]loc, len(ix.WeightMap))
 	var unlisted []string
 	var total uint64
 	for i, f := range c.files {
@@ -287,22 +293,22 @@ func openSharded(ctx context.Context, dir folder, name string, data []byte, o *o
 			c.where[t.Name] = loc{file: i, name: t.Name}
 		}
 	}
-	for name, shard := range ix.weightMap {
+	for name, shard := range ix.WeightMap {
 		l, ok := c.where[name]
 		switch {
 		case !ok:
 			return fail(indexErr("tensor %q is not in its shard %s", name, shard))
-		case ix.files[l.file] != shard:
-			return fail(indexErr("tensor %q is in shard %s, not in %s as the index says", name, ix.files[l.file], shard))
+		case ix.Files[l.file] != shard:
+			return fail(indexErr("tensor %q is in shard %s, not in %s as the index says", name, ix.Files[l.file], shard))
 		}
 		info, _ := c.files[l.file].r.Info(name)
 		total += info.DataOffsets[1] - info.DataOffsets[0] // no overflow: each shard's sizes sum to its data length
 	}
-	if err := ix.checkTotalSize(total); err != nil {
+	if err := ix.CheckTotalSize(total); err != nil {
 		return fail(indexErr("%v", err))
 	}
 	for name := range c.where {
-		if _, listed := ix.weightMap[name]; !listed {
+		if _, listed := ix.WeightMap[name]; !listed {
 			unlisted = append(unlisted, name)
 			delete(c.where, name)
 		}

@@ -360,13 +360,6 @@ func TestOpenUnlisted(t *testing.T) {
 	}
 }
 
-func TestAppendIndex(t *testing.T) {
-	assert.Equal(t, "{\n  \"metadata\": {\n    \"total_parameters\": 0,\n    \"total_size\": 0\n  },\n  \"weight_map\": {}\n}\n", string(appendIndex(nil, 0, 0, nil)))
-	// Python: json.dumps(index, indent=2, sort_keys=True) + "\n".
-	assert.Equal(t, "{\n  \"metadata\": {\n    \"total_parameters\": 3,\n    \"total_size\": 12\n  },\n  \"weight_map\": {\n    \"a\": \"x-00001.safetensors\",\n    \"\\u00e9\\\"\": \"x-00002.safetensors\"\n  }\n}\n",
-		string(appendIndex(nil, 3, 12, map[string]string{"é\"": "x-00002.safetensors", "a": "x-00001.safetensors"})))
-}
-
 // TestSplitShards checks the split rule on the example of huggingface_hub's
 // tests (test_multiple_shards): tensors of 6, 10, 30, 2 and 2 bytes in
 // shards of at most 10 give [layer_1], [layer_3], [layer_2], [layer_4,

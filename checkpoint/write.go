@@ -11,6 +11,7 @@ import (
 
 	"github.com/safetensors-go/safetensors"
 	"github.com/safetensors-go/safetensors/internal/atomicfile"
+	"github.com/safetensors-go/safetensors/internal/hfindex"
 )
 
 // A Writer writes a checkpoint, shard by shard, and its index last; see
@@ -131,7 +132,7 @@ func Create(dir string, specs []safetensors.TensorSpec, opts ...Option) (*Writer
 		}
 	}
 	if len(groups) != 1 {
-		w.index = appendIndex(nil, params, total, weightMap)
+		w.index = hfindex.Append(nil, params, total, weightMap)
 	}
 	w.total, w.params = total, params
 	return w, nil

@@ -14,6 +14,7 @@ import (
 	"github.com/safetensors-go/safetensors"
 	"github.com/safetensors-go/safetensors/checkpoint"
 	"github.com/safetensors-go/safetensors/internal/atomicfile"
+	"github.com/safetensors-go/safetensors/internal/hfindex"
 	"github.com/safetensors-go/safetensors/internal/parallel"
 	"github.com/safetensors-go/safetensors/internal/pyjson"
 )
@@ -131,7 +132,7 @@ func WriteModel(ctx context.Context, src, dst string, s Strategy, opts ...checkp
 // of its folder are copied.
 func writeModel(ctx context.Context, ck *checkpoint.Checkpoint, tmp string, copyOthers bool, s Strategy, sum *Summary) error {
 	dir, index := ck.Dir(), ck.Index()
-	weightMap := map[string]any{}
+	weightMap := map[string]string{}
 	var total uint64
 	heads := map[string]bool{}
 	for _, f := range sum.Files {
@@ -193,7 +194,7 @@ func isFile(path string) bool {
 // quantizeFile writes the file f of ck at out with its Linear weights
 // quantized, records what it did in sum and the tensors' file in
 // weightMap, and returns the size of the tensors written.
-func quantizeFile(ctx context.Context, ck *checkpoint.Checkpoint, f, out string, s Strategy, sum *Summary, weightMap map[string]any, heads map[string]bool) (uint64, error) {
+func quantizeFile(ctx context.Context, ck *checkpoint.Checkpoint, f, out string, s Strategy, sum *Summary, weightMap map[string]string, heads map[string]bool) (uint64, error) {
 	in := ck.Dir() + "/" + f // for messages
 	if !strings.Contains(ck.Dir(), "://") {
 		in = filepath.Join(ck.Dir(), filepath.FromSlash(f))
@@ -324,7 +325,7 @@ func writeConfig(ctx context.Context, ck *checkpoint.Checkpoint, out string, s S
 	case err != nil:
 		return err
 	default:
-		if cfg, err = decodeObject(data); err != nil {
+		if cfg, err = pyjson.DecodeObject(data); err != nil {
 			return fmt.Errorf("quant: %s/config.json: %w", ck.Dir(), err)
 		}
 	}
@@ -336,41 +337,16 @@ func writeConfig(ctx context.Context, ck *checkpoint.Checkpoint, out string, s S
 	return atomicfile.WriteNew(out, text)
 }
 
-func decodeObject(data []byte) (map[string]any, error) {
-	d := json.NewDecoder(bytes.NewReader(data))
-	d.UseNumber()
-	var v map[string]any
-	if err := d.Decode(&v); err != nil {
-		return nil, err
-	}
-	if v == nil {
-		return nil, errors.New("not a JSON object")
-	}
-	return v, nil
-}
-
 // writeIndex writes the index of the sharded checkpoint ck with the new
-// weight map and total size, as transformers writes one (sorted keys,
-// two-space indent, a final newline), keeping the other metadata.
-func writeIndex(ctx context.Context, ck *checkpoint.Checkpoint, out string, weightMap map[string]any, total uint64) error {
+// weight map and total size, keeping the other metadata.
+func writeIndex(ctx context.Context, ck *checkpoint.Checkpoint, out string, weightMap map[string]string, total uint64) error {
 	data, err := ck.ReadFile(ctx, ck.Index())
 	if err != nil {
 		return err
 	}
-	idx, err := decodeObject(data)
+	text, err := hfindex.Rewrite(data, total, weightMap)
 	if err != nil {
 		return fmt.Errorf("quant: %s/%s: %w", ck.Dir(), ck.Index(), err)
 	}
-	meta, _ := idx["metadata"].(map[string]any)
-	if meta == nil {
-		meta = map[string]any{}
-	}
-	meta["total_size"] = json.Number(fmt.Sprint(total))
-	idx["metadata"] = meta
-	idx["weight_map"] = weightMap
-	text, err := pyjson.Append(nil, idx, 0)
-	if err != nil {
-		return err
-	}
-	return atomicfile.WriteNew(out, append(text, '\n'))
+	return atomicfile.WriteNew(out, text)
 }

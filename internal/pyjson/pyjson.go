@@ -7,12 +7,29 @@ package pyjson
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
 )
+
+// DecodeObject decodes data, a JSON object (what follows it is not read),
+// as Append takes it: with encoding/json's UseNumber, so that numbers keep
+// their text when written back.
+func DecodeObject(data []byte) (map[string]any, error) {
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.UseNumber()
+	var v map[string]any
+	if err := d.Decode(&v); err != nil {
+		return nil, err
+	}
+	if v == nil {
+		return nil, errors.New("not a JSON object")
+	}
+	return v, nil
+}
 
 // Append appends v, a value decoded by encoding/json with
 // UseNumber, as Python's json.dump(v, f, indent=2, sort_keys=True) writes

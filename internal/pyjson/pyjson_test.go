@@ -54,3 +54,20 @@ func TestPythonJSON(t *testing.T) {
   "\u00e9\ud83d\ude00\n": "\u0001\u007f"
 }`, string(got))
 }
+
+// TestDecodeObject decodes an object as Append takes it, numbers as
+// written, and refuses anything else.
+func TestDecodeObject(t *testing.T) {
+	v, err := DecodeObject([]byte(`{"a": 1.50, "b": [1e3, "x"], "c": null}`))
+	require.NoError(t, err)
+	assert.Equal(t, map[string]any{"a": json.Number("1.50"), "b": []any{json.Number("1e3"), "x"}, "c": nil}, v)
+	text, err := Append(nil, v, 0)
+	require.NoError(t, err)
+	assert.Equal(t, "{\n  \"a\": 1.5,\n  \"b\": [\n    1000.0,\n    \"x\"\n  ],\n  \"c\": null\n}", string(text))
+	for _, bad := range []string{"null", "[1]", "1", `"s"`, "{", ""} {
+		_, err := DecodeObject([]byte(bad))
+		assert.Error(t, err, bad)
+	}
+	_, err = DecodeObject([]byte("null"))
+	assert.EqualError(t, err, "not a JSON object")
+}
