@@ -1,6 +1,10 @@
 package safetensors
 
-import "math"
+import (
+	"math"
+
+	"github.com/safetensors-go/safetensors/internal/nonfinite"
+)
 
 // Stats summarizes a tensor's values, for checking weights when they are
 // loaded: a NaN or an infinity in a checkpoint, or a layer whose values are
@@ -90,10 +94,11 @@ func addChunks[T float32 | float64](a *statsAcc, v []T) {
 // statsAcc accumulates statistics chunk by chunk: the count, mean and sum
 // of squared deviations from the mean (m2) of the finite values so far.
 type statsAcc struct {
-	count, nan, inf uint64
-	finite          float64
-	mean, m2        float64
-	min, max        float64
+	count     uint64
+	nonfinite nonfinite.Counts // the NaN and infinite values
+	finite    float64
+	mean, m2  float64
+	min, max  float64
 }
 
 // addChunk adds the values of one chunk to a.
@@ -162,12 +167,13 @@ func extend(lo, hi, x float64) (float64, float64) {
 
 // addChunkChecked is addChunk's second pass for a chunk that holds a NaN
 // or an infinity (or finite F64 values whose sum overflows), after its count
-// was added: it counts them and leaves them out of the statistics.
+// was added: it counts them, as the check package does, and leaves them out
+// of the statistics.
 func addChunkChecked[T float32 | float64](a *statsAcc, v []T) {
 	var sum, n float64
 	lo, hi := math.Inf(1), math.Inf(-1)
-	for _, x := range v {
-		if f := a.finiteOr0(float64(x)); f == float64(x) {
+	for i, x := range v {
+		if f := float64(x); a.nonfinite.Finite(uint64(i), f) {
 			sum += f
 			n++
 			lo, hi = min(lo, f), max(hi, f)
@@ -186,20 +192,6 @@ func addChunkChecked[T float32 | float64](a *statsAcc, v []T) {
 	a.merge(n, mean, m2, lo, hi)
 }
 
-// finiteOr0 counts x if it is NaN or infinite, and returns 0 for it;
-// otherwise it returns x.
-func (a *statsAcc) finiteOr0(x float64) float64 {
-	switch {
-	case math.IsNaN(x):
-		a.nan++
-	case math.IsInf(x, 0):
-		a.inf++
-	default:
-		return x
-	}
-	return 0
-}
-
 // merge combines a chunk's n finite values, of the given mean and m2, into a.
 func (a *statsAcc) merge(n, mean, m2, lo, hi float64) {
 	if a.finite == 0 {
@@ -215,7 +207,7 @@ func (a *statsAcc) merge(n, mean, m2, lo, hi float64) {
 }
 
 func (a *statsAcc) stats() Stats {
-	s := Stats{Count: a.count, NaN: a.nan, Inf: a.inf}
+	s := Stats{Count: a.count, NaN: a.nonfinite.NaN, Inf: a.nonfinite.Inf}
 	if a.finite == 0 {
 		nan := math.NaN()
 		s.Min, s.Max, s.Mean, s.StdDev = nan, nan, nan, nan

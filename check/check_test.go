@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/internal/nonfinite"
 )
 
 // The tiny models in testdata/models were written by transformers'
@@ -417,6 +418,12 @@ func TestValueLimits(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestNoLimit: the limits with the magnitude check off are
+// nonfinite.NoLimit, which counts NaN and infinities only.
+func TestNoLimit(t *testing.T) {
+	assert.Equal(t, nonfinite.NoLimit, newLimits(math.Inf(1)))
 }
 
 func TestHeadsNotDividing(t *testing.T) {
