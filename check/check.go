@@ -43,6 +43,7 @@ import (
 	"github.com/safetensors-go/safetensors"
 	"github.com/safetensors-go/safetensors/checkpoint"
 	"github.com/safetensors-go/safetensors/internal/parallel"
+	"github.com/safetensors-go/safetensors/internal/role"
 )
 
 // ErrInvalidConfig is returned by Run and Model for a config.json that is
@@ -416,29 +417,13 @@ type info struct {
 	size  uint64
 }
 
-// isBuffer reports whether a tensor is one of the buffers that older
-// checkpoints saved beside the weights, whose values are not weights and
-// whose dtype may differ: causal masks (GPT-2's attn.bias, GPT-NeoX's
-// attention.bias, 4-D), masked_bias (-1e4 or -1e9), rotary inv_freq,
-// position_ids. Their values are checked for NaN and Inf only, and their
-// dtypes are left out of the dtype consistency check.
-func isBuffer(name string, shape []uint64) bool {
-	last := name[strings.LastIndexByte(name, '.')+1:]
-	switch last {
-	case "masked_bias", "inv_freq", "position_ids":
-		return true
-	case "bias":
-		return len(shape) == 4
-	}
-	return false
-}
-
-// dtypes reports float tensors of more than one dtype.
+// dtypes reports float tensors of more than one dtype, buffers left out
+// (role.IsBuffer), whose dtype may differ from the weights'.
 func dtypes(infos []info) []Finding {
 	count := map[safetensors.DType]int{}
 	example := map[safetensors.DType]string{}
 	for _, t := range infos {
-		if t.DType.IsFloat() && !isBuffer(t.Name, t.Shape) {
+		if t.DType.IsFloat() && !role.IsBuffer(t.Name, t.Shape) {
 			if count[t.DType] == 0 {
 				example[t.DType] = t.Name
 			}

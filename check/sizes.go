@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/safetensors-go/safetensors/internal/role"
 )
 
 // sizeKeys are the figures of a configuration that the general rule
@@ -73,13 +75,13 @@ func newWitnesses(infos []info, st structureResult) *witnesses {
 		}
 		lower := strings.ToLower(t.Name)
 		segs := strings.Split(t.Name, ".")
-		if len(t.Shape) == 1 && len(segs) >= 2 && isNorm(t.Name) {
+		if len(t.Shape) == 1 && role.IsNorm(role.Module(t.Name)) {
 			if len(w.norms) == 0 {
 				w.widthRef = append(w.widthRef, t)
 			}
 			w.norms[t.Shape[0]] = true
 		}
-		if len(t.Shape) == 2 && (strings.Contains(lower, "embed") || strings.Contains(lower, "wte") || strings.Contains(lower, "wpe")) {
+		if len(t.Shape) == 2 && role.InEmbedding(t.Name) {
 			if len(w.embeds) == 0 {
 				w.widthRef = append(w.widthRef, t)
 			}

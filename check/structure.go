@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/internal/role"
 )
 
 // containers are the names under which models number their blocks:
@@ -94,7 +95,7 @@ func structure(infos []info) structureResult {
 	byPrefix := map[string]*stack{}
 	embedNorm := false // a norm of the embeddings, outside the blocks
 	for _, t := range infos {
-		if _, _, _, ok := splitBlock(t.Name); !ok && strings.Contains(strings.ToLower(t.Name), "embed") && isNorm(t.Name) {
+		if _, _, _, ok := splitBlock(t.Name); !ok && role.InEmbedding(t.Name) && role.IsNorm(role.Module(t.Name)) {
 			embedNorm = true
 		}
 		for depth, sp := range splitBlocks(t.Name, 4) {
@@ -318,7 +319,7 @@ func (s *stack) lacking(nums []int, first, last int, embedNorm bool, reported ma
 		whole := !hasModule(s.blocks[b], extra)
 		sev := Error
 		switch {
-		case whole && b == first && embedNorm && isNorm(extra),
+		case whole && b == first && embedNorm && role.IsNorm(role.Module(extra)),
 			whole && len(peer) == 1 && (peer[0] == first || peer[0] == last),
 			b == first && isBare(extra, views[peer[0]][extra]):
 			sev = Warning
@@ -353,17 +354,6 @@ func hasModule(own map[string]info, suffix string) bool {
 func isBare(suffix string, t info) bool {
 	last := suffix[strings.LastIndexByte(suffix, '.')+1:]
 	return last != "weight" && last != "bias" && len(t.Shape) <= 1
-}
-
-// isNorm reports whether a tensor belongs to a normalization layer:
-// "input_layernorm.weight", "attn_norm.weight", "ln_1.bias".
-func isNorm(suffix string) bool {
-	segs := strings.Split(suffix, ".")
-	if len(segs) < 2 {
-		return false
-	}
-	m := strings.ToLower(segs[len(segs)-2])
-	return strings.Contains(m, "norm") || m == "ln" || strings.HasPrefix(m, "ln_")
 }
 
 // shapes reports, per tensor name, a block whose tensor has another dtype

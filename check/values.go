@@ -9,6 +9,7 @@ import (
 	"github.com/safetensors-go/safetensors"
 	"github.com/safetensors-go/safetensors/internal/nonfinite"
 	"github.com/safetensors-go/safetensors/internal/parallel"
+	"github.com/safetensors-go/safetensors/internal/role"
 	"github.com/safetensors-go/safetensors/internal/verdict"
 )
 
@@ -137,7 +138,8 @@ func scanValues(ctx context.Context, src safetensors.ElementSource, infos []info
 		if c.Inf > 0 {
 			out = append(out, valueFinding(Error, KindInf, t.Name, c.Inf, c.FirstInf, "%d infinite values, the first at index %d"))
 		}
-		buffer := isBuffer(t.Name, t.Shape)
+		// A buffer's values are not weights: checked for NaN and Inf only.
+		buffer := role.IsBuffer(t.Name, t.Shape)
 		if c.Big > 0 && !buffer {
 			f := valueFinding(Warning, KindMagnitude, t.Name, c.Big, c.FirstBig, "%d values beyond ±%g, the first at index %d")
 			f.Message = fmt.Sprintf("%d values beyond ±%g, the first at index %d", c.Big, lim.Float, c.FirstBig)

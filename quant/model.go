@@ -17,6 +17,7 @@ import (
 	"github.com/safetensors-go/safetensors/internal/hfindex"
 	"github.com/safetensors-go/safetensors/internal/parallel"
 	"github.com/safetensors-go/safetensors/internal/pyjson"
+	"github.com/safetensors-go/safetensors/internal/role"
 )
 
 // CompressedTensorsVersion is the version of the compressed-tensors library
@@ -43,27 +44,11 @@ type Summary struct {
 // "Linear" target therefore does not match.
 func IsLinearWeight(name string, shape []uint64) bool {
 	module, ok := strings.CutSuffix(name, ".weight")
-	if !ok || len(shape) != 2 || isHead(module) {
+	if !ok || len(shape) != 2 || role.IsHead(module) {
 		return false
 	}
-	last := module[strings.LastIndexByte(module, '.')+1:]
-	l := strings.ToLower(last)
-	switch {
-	case strings.Contains(l, "embed"), l == "wte", l == "wpe",
-		strings.Contains(l, "norm"), strings.HasPrefix(l, "ln"), strings.HasSuffix(l, "_ln"),
-		l == "c_attn", l == "c_fc", l == "c_proj":
-		return false
-	}
-	return true
-}
-
-// isHead reports whether module is a language model's output head.
-func isHead(module string) bool {
-	switch module {
-	case "lm_head", "embed_out", "cls.predictions.decoder", "output":
-		return true
-	}
-	return false
+	last := role.Module(name)
+	return !role.IsEmbedding(last) && !role.IsNorm(last) && !role.IsConv1D(last)
 }
 
 // WriteModel writes into dst, a directory that must not exist, the model at
@@ -212,7 +197,7 @@ func quantizeFile(ctx context.Context, ck *checkpoint.Checkpoint, f, out string,
 	var specs []safetensors.TensorSpec
 	var total uint64
 	for _, t := range listed {
-		if module, ok := strings.CutSuffix(t.Name, ".weight"); ok && isHead(module) && len(t.Shape) == 2 {
+		if module, ok := strings.CutSuffix(t.Name, ".weight"); ok && role.IsHead(module) && len(t.Shape) == 2 {
 			heads[module] = true
 		}
 		if IsLinearWeight(t.Name, t.Shape) && quantizable(t.DType) {
