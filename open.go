@@ -15,24 +15,14 @@ import (
 // directory, the error names the calls that open a model's folder.
 var ErrNotRegular = regular.ErrNotRegular
 
-// openRegular opens the named file for reading, and refuses anything but a
-// regular file without blocking on a FIFO.
+// openRegular opens the named file for reading as regular.Open does,
+// refusing anything but a regular file without blocking on a FIFO; the
+// refusal of a directory says which calls open a model's folder.
 func openRegular(path string) (*os.File, error) {
-	return openChecked(os.OpenFile, path)
-}
-
-// openRegularIn is openRegular of a file inside root.
-func openRegularIn(root *os.Root, name string) (*os.File, error) {
-	return openChecked(root.OpenFile, name)
-}
-
-// openChecked opens name with open as regular.Open does; the refusal of a
-// directory says which calls open a model's folder.
-func openChecked(open regular.OpenFunc, name string) (*os.File, error) {
-	f, err := regular.Open(open, name)
+	f, err := regular.Open(os.OpenFile, path)
 	var nr *regular.NotRegularError
 	if errors.As(err, &nr) && nr.Mode.IsDir() {
-		return nil, &os.PathError{Op: "open", Path: name, Err: fmt.Errorf("%w: a directory; a model's folder opens with the checkpoint package's Open, and loads whole with its Load", ErrNotRegular)}
+		return nil, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w: a directory; a model's folder opens with the checkpoint package's Open, and loads whole with its Load", ErrNotRegular)}
 	}
 	return f, err
 }

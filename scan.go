@@ -935,15 +935,6 @@ func plainEnd(b []byte, i int) int {
 	return i
 }
 
-// strValue scans a string and returns it.
-func (p *scanner) strValue() (string, error) {
-	start, end, esc, err := p.str()
-	if err != nil {
-		return "", err
-	}
-	return p.strAt(start, end, esc), nil
-}
-
 // hex4 decodes the 4 hex digits at b[i:].
 func hex4(b []byte, i int) (rune, bool) {
 	if i+4 > len(b) {
