@@ -288,27 +288,14 @@ func openDistributed(ctx context.Context, dir folder, o *options) (*Checkpoint, 
 		}
 	}
 	slices.Sort(shards)
-	c := &Checkpoint{dir: dir, files: make([]*file, len(shards)), owner: true}
-	errs := make([]error, len(shards))
-	parallel.For(ctx, len(shards), maxOpenConcurrency, func(_, i int) error {
-		c.files[i], errs[i] = dir.open(ctx, shards[i], o)
-		return nil
-	})
-	fail := func(err error) (*Checkpoint, error) {
-		for _, f := range c.files {
-			if f != nil {
-				f.close()
-			}
-		}
+	files, _, err := openFiles(ctx, dir, shards, o)
+	if err != nil {
 		return nil, err
 	}
-	for i, err := range errs {
-		if err == nil && c.files[i] == nil {
-			err = context.Cause(ctx)
-		}
-		if err != nil {
-			return fail(err)
-		}
+	c := &Checkpoint{dir: dir, files: files, owner: true}
+	fail := func(err error) (*Checkpoint, error) {
+		closeFiles(c.files)
+		return nil, err
 	}
 	c.where = map[string]loc{}
 	for i, f := range c.files {

@@ -251,30 +251,14 @@ func openSharded(ctx context.Context, dir folder, name string, data []byte, o *o
 		return nil, err
 	}
 	defer done()
-	c := &Checkpoint{dir: dir, variant: indexVariant(name), index: name, indexMeta: ix.Metadata, owner: true}
-	c.files = make([]*file, len(ix.Files))
-	errs := make([]error, len(ix.Files))
-	// Every shard is opened, whatever the others give, so that the error is
-	// that of the first shard in order that fails.
-	parallel.For(ctx, len(ix.Files), maxOpenConcurrency, func(_, i int) error {
-		c.files[i], errs[i] = shardDir.open(ctx, ix.Files[i], o)
-		return nil
-	})
-	fail := func(err error) (*Checkpoint, error) {
-		for _, f := range c.files {
-			if f != nil {
-				f.close()
-			}
-		}
-		return nil, err
+	files, failed, err := openFiles(ctx, shardDir, ix.Files, o)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: shard %s: %w", ErrInvalidIndex, indexPath, failed, err)
 	}
-	for i, err := range errs {
-		if err == nil && c.files[i] == nil {
-			err = context.Cause(ctx) // not opened: stopped
-		}
-		if err != nil {
-			return fail(fmt.Errorf("%w: %s: shard %s: %w", ErrInvalidIndex, indexPath, ix.Files[i], err))
-		}
+	c := &Checkpoint{dir: dir, variant: indexVariant(name), index: name, indexMeta: ix.Metadata, files: files, owner: true}
+	fail := func(err error) (*Checkpoint, error) {
+		closeFiles(c.files)
+		return nil, err
 	}
 	dirOf := path.Dir(name)
 	for _, f := range c.files {
@@ -326,6 +310,39 @@ func openSharded(ctx context.Context, dir folder, name string, data []byte, o *o
 		c.unlisted = unlisted
 	}
 	return c, nil
+}
+
+// openFiles opens the named safetensors files of dir, up to
+// maxOpenConcurrency at once, as over HTTP they are best opened. Every
+// file is opened, whatever the others give, so that the error is that of
+// the first in order that fails, returned with its name once the others
+// are closed.
+func openFiles(ctx context.Context, dir folder, names []string, o *options) (files []*file, failed string, err error) {
+	files = make([]*file, len(names))
+	errs := make([]error, len(names))
+	parallel.For(ctx, len(names), maxOpenConcurrency, func(_, i int) error {
+		files[i], errs[i] = dir.open(ctx, names[i], o)
+		return nil
+	})
+	for i, err := range errs {
+		if err == nil && files[i] == nil {
+			err = context.Cause(ctx) // not opened: stopped
+		}
+		if err != nil {
+			closeFiles(files)
+			return nil, names[i], err
+		}
+	}
+	return files, "", nil
+}
+
+// closeFiles closes the files that are open.
+func closeFiles(files []*file) {
+	for _, f := range files {
+		if f != nil {
+			f.close()
+		}
+	}
 }
 
 // notExist reports whether err says that a file does not exist.

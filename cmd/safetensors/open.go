@@ -203,10 +203,5 @@ func invalid(err error) bool {
 // without blocking on a FIFO, as the library refuses one: with an error
 // wrapping safetensors.ErrNotRegular.
 func readRegular(path string) ([]byte, error) {
-	data, err := regular.ReadFile(os.OpenFile, path)
-	var nr *regular.NotRegularError
-	if errors.As(err, &nr) {
-		return nil, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w (mode %v)", safetensors.ErrNotRegular, nr.Mode)}
-	}
-	return data, err
+	return regular.ReadFile(os.OpenFile, path)
 }
