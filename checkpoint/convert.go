@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"math"
 	"os"
 	"path"
@@ -54,16 +55,20 @@ const convertChunk = 1 << 20
 // then rounds as the Rounding option says.
 //
 // For src that names a safetensors file, dst is the file written, which
-// replaces a file already there (but not src itself). For any other src (a folder, an index, a model of several parts, a URL), dst is
-// a folder, which must not exist: it receives every file of the checkpoint
-// under its name (unet/diffusion_pytorch_model.safetensors for a part),
-// each file's tensors in the order the reference writer gives them, the
-// indexes with their total_size updated and the rest of them as they
-// were, and, for a model on disk, the other files of its folder and of its
-// parts' folders (config.json, the tokenizer's files, model_index.json,
-// ...), but for weights in other formats (.bin, .pt, .pth, .ckpt, .h5,
-// .msgpack, .onnx, .gguf) and hidden files. A model read over HTTP, whose
-// folder cannot be listed, gets its weights and indexes only.
+// replaces a file already there (but not src itself). For any other src
+// (a folder, an index, a model of several parts, a URL), dst is a folder,
+// which must not exist: it receives every file of the checkpoint under its
+// name (unet/diffusion_pytorch_model.safetensors for a part), each file's
+// tensors in the order the reference writer gives them, the indexes with
+// their total_size updated and the rest of them as they were, and, for a
+// model on disk, the other files of its folder and of its parts' folders
+// (config.json, the tokenizer's files, model_index.json, ...), but for
+// weights in other formats (.bin, .pt, .pth, .ckpt, .h5, .msgpack, .onnx,
+// .gguf) and hidden files. A model read over HTTP, whose folder cannot be
+// listed, gets its weights, its indexes, and the files that Open read to
+// find it (config.json, model_index.json, modules.json, the parts'
+// config.json), so that the libraries find the copy as they found the
+// original.
 //
 // It streams: memory does not grow with the model. The output appears only
 // when complete: a file through a temporary file beside it, a folder
@@ -316,10 +321,6 @@ var otherWeights = []string{".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", "
 // folders and their subfolders, that are not its weights or indexes, for a
 // checkpoint on disk.
 func (cv *converter) copyOthers(c *Checkpoint, dir string) error {
-	local, ok := onDisk(c.dir)
-	if !ok {
-		return nil // over HTTP: the folder cannot be listed
-	}
 	skip := map[string]bool{}
 	for _, f := range c.files {
 		skip[f.name] = true
@@ -332,6 +333,31 @@ func (cv *converter) copyOthers(c *Checkpoint, dir string) error {
 			}
 			skip[prefix+p.index] = true
 		}
+	}
+	local, ok := onDisk(c.dir)
+	if !ok {
+		// Over HTTP, the folder cannot be listed: the files that Open read
+		// to find the model (config.json, model_index.json, modules.json,
+		// ...) are what makes the copy one that the libraries find.
+		m, ok := c.dir.(*memo)
+		if !ok {
+			return nil
+		}
+		found := m.found()
+		for _, name := range slices.Sorted(maps.Keys(found)) {
+			if skip[name] {
+				continue
+			}
+			out := filepath.Join(dir, filepath.FromSlash(name))
+			if err := os.MkdirAll(filepath.Dir(out), 0o777); err != nil {
+				return err
+			}
+			if err := atomicfile.WriteNew(out, found[name]); err != nil {
+				return err
+			}
+			cv.out.Copied = append(cv.out.Copied, name)
+		}
+		return nil
 	}
 	root := local.dir
 	return filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {

@@ -199,7 +199,8 @@ func jsonInt(n uint64) string {
 }
 
 // TestConvertRemote: a model over HTTP converts to a folder of its weights
-// and index.
+// and index, and the files that found it; a pipeline over HTTP to one that
+// opens as a pipeline.
 func TestConvertRemote(t *testing.T) {
 	src := t.TempDir()
 	ts := convertFixture(t, "")
@@ -210,9 +211,25 @@ func TestConvertRemote(t *testing.T) {
 	sum, err := Convert(context.Background(), srv.base, dst, safetensors.F16)
 	require.NoError(t, err)
 	assertConverted(t, dst, ts, safetensors.F16, safetensors.RoundNearestEven)
-	assert.Empty(t, sum.Copied)
+	assert.Equal(t, []string{"config.json"}, sum.Copied, "the files Open read")
 	names := dirNames(t, dst)
 	assert.True(t, slices.Contains(names, "model.safetensors.index.json"), "%v", names)
+
+	pipe := t.TempDir()
+	writeJSON(t, filepath.Join(pipe, "model_index.json"), map[string]any{"_class_name": "P", "unet": []any{"diffusers", "U"}, "vae": []any{"diffusers", "V"}})
+	for _, part := range []string{"unet", "vae"} {
+		require.NoError(t, Write(filepath.Join(pipe, part), ts, BaseName("diffusion_pytorch_model")))
+		writeJSON(t, filepath.Join(pipe, part, "config.json"), map[string]any{"_class_name": part})
+	}
+	psrv := serveDir(t, pipe)
+	pdst := filepath.Join(t.TempDir(), "pipe")
+	sum, err = Convert(context.Background(), psrv.base, pdst, safetensors.BF16)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"model_index.json", "unet/config.json", "vae/config.json"}, sum.Copied)
+	c, err := Open(context.Background(), pdst)
+	require.NoError(t, err)
+	assert.Len(t, c.Parts(), 2)
+	require.NoError(t, c.Close())
 }
 
 // TestConvertStopped: a conversion whose context ends leaves nothing

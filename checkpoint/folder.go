@@ -395,6 +395,25 @@ func (m *memo) read(ctx context.Context, name string) ([]byte, error) {
 	return data, err
 }
 
+// found returns the files the memo and its subfolders read, by their
+// names in the folder.
+func (m *memo) found() map[string][]byte {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string][]byte{}
+	for name, r := range m.reads {
+		if r.err == nil {
+			out[name] = r.data
+		}
+	}
+	for dir, s := range m.subs {
+		for name, data := range s.found() {
+			out[dir+"/"+name] = data
+		}
+	}
+	return out
+}
+
 // prefetch reads the named files at once, for read to answer.
 func (m *memo) prefetch(ctx context.Context, names ...string) {
 	var wg sync.WaitGroup
