@@ -353,15 +353,33 @@ func onDisk(f folder) (*localFolder, bool) {
 	return l, ok
 }
 
-// memo is a folder that keeps the small files it read, and what was found
-// missing, so that a file discovery looked at (model_index.json,
-// modules.json, config.json) is read once, and ReadFile of it later costs
-// nothing; over HTTP, it reads several at once.
+// memo is a folder that keeps the small files it read, what was found
+// missing, and its listing, so that a file discovery looked at
+// (model_index.json, modules.json, config.json) is read once, and ReadFile
+// of it later costs nothing; over HTTP, it reads several at once.
 type memo struct {
 	folder
-	mu    sync.Mutex
-	reads map[string]memoRead
-	subs  map[string]*memo
+	mu     sync.Mutex
+	reads  map[string]memoRead
+	subs   map[string]*memo
+	listed *memoList // the folder's listing, once listed
+}
+
+type memoList struct {
+	names []string
+	err   error
+}
+
+// list lists the folder once: finding a model looks at its listing more
+// than once (a distributed checkpoint, the one file, other formats).
+func (m *memo) list() ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.listed == nil {
+		names, err := m.folder.list()
+		m.listed = &memoList{names, err}
+	}
+	return m.listed.names, m.listed.err
 }
 
 type memoRead struct {
@@ -414,8 +432,12 @@ func (m *memo) found() map[string][]byte {
 	return out
 }
 
-// prefetch reads the named files at once, for read to answer.
+// prefetch reads the named files at once, for read to answer, over
+// HTTP; on disk it does nothing.
 func (m *memo) prefetch(ctx context.Context, names ...string) {
+	if _, local := onDisk(m.folder); local {
+		return // no round trip to save: each is read when it is asked for
+	}
 	var wg sync.WaitGroup
 	for _, name := range names {
 		wg.Add(1)

@@ -192,11 +192,13 @@ func (a *File) Path() string { return a.path }
 // Name returns the temporary file's name.
 func (a *File) Name() string { return a.f.Name() }
 
+// Write writes p to the temporary file.
 func (a *File) Write(p []byte) (int, error) {
 	n, err := a.f.Write(p)
 	return n, a.fix(err)
 }
 
+// WriteAt writes p to the temporary file at off.
 func (a *File) WriteAt(p []byte, off int64) (int, error) {
 	n, err := a.f.WriteAt(p, off)
 	return n, a.fix(err)
