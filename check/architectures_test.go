@@ -5,7 +5,6 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
-	"fmt"
 	"math"
 	"os"
 	"slices"
@@ -178,17 +177,17 @@ var causes = map[string][]string{
 	"infinities set on purpose at initialization": {"gemma4_audio"},
 }
 
-// mainBlocks returns the prefix of the model's main stack and, for each of
-// its blocks that has the same tensors as another block, the block's
-// number, the middle ones first.
-func mainBlocks(ts []safetensors.Tensor) (string, []int) {
+// mainBlocks returns the model's main stack and, for each of its blocks
+// that has the same tensors as another block, the block's number, the
+// middle ones first.
+func mainBlocks(ts []safetensors.Tensor) (*stack, []int) {
 	infos := make([]info, len(ts))
 	for i, t := range ts {
 		infos[i] = info{Name: t.Name, DType: t.DType, Shape: t.Shape, size: uint64(len(t.Data))}
 	}
 	s := structure(infos).main()
 	if s == nil {
-		return "", nil
+		return nil, nil
 	}
 	sig := map[int]string{}
 	count := map[string]int{}
@@ -223,7 +222,7 @@ func mainBlocks(ts []safetensors.Tensor) (string, []int) {
 		}
 		return a - b
 	})
-	return s.prefix, nums
+	return s, nums
 }
 
 // plant returns the defects planted in an architecture, each a name and
@@ -234,9 +233,9 @@ func mainBlocks(ts []safetensors.Tensor) (string, []int) {
 func plant(t testing.TB, a architecture) map[string]func() ([]safetensors.Tensor, []byte) {
 	ts := a.tensors(t)
 	out := map[string]func() ([]safetensors.Tensor, []byte){}
-	prefix, nums := mainBlocks(ts)
+	main, nums := mainBlocks(ts)
 	if len(nums) > 0 {
-		block := fmt.Sprintf("%s.%d.", prefix, nums[0])
+		block := main.block(nums[0]) + "."
 		var in []int
 		for i, x := range ts {
 			if strings.HasPrefix(x.Name, block) {

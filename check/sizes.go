@@ -63,6 +63,7 @@ type witnesses struct {
 	vocabRef []info          // tables that would have vocab_size rows
 	widthRef []info          // a normalization and an embedding, to name
 	stacks   []*stack
+	blocks   bool // a stack of 2 or more blocks
 }
 
 func newWitnesses(infos []info, st structureResult) *witnesses {
@@ -111,6 +112,7 @@ func newWitnesses(infos []info, st structureResult) *witnesses {
 	for _, s := range st.stacks {
 		stacks[s.prefix] = true
 		w.lists[uint64(s.n)] = true
+		w.blocks = w.blocks || !s.modules && s.n >= 2
 	}
 	// Other numbered lists (experts, a Sequential's modules) count by
 	// their entries and by their numbering, which may skip the modules
@@ -201,7 +203,7 @@ func checkSizes(m map[string]any, infos []info, st structureResult) (checked []s
 				cl := claim{key: paths[ci] + name, role: sk.role, v: v}
 				switch sk.role {
 				case "layers":
-					cl.judged, cl.seen = len(w.stacks) > 0, w.lists[v]
+					cl.judged, cl.seen = w.blocks, w.lists[v]
 				case "hidden":
 					cl.judged, cl.seen = len(w.norms)+len(w.embeds) > 0, w.norms[v] || w.embeds[v]
 				case "vocab":

@@ -12,39 +12,87 @@ import (
 	"github.com/safetensors-go/safetensors/internal/role"
 )
 
-// containers are the names under which models number their blocks:
-// model.layers.N, h.N, transformer.h.N, blocks.N, encoder.layer.N,
-// model.decoder.layers.N, encoder.block.N, ...
+// containers are the names under which transformers models number their
+// blocks (model.layers.N, h.N, blocks.N, encoder.layer.N, encoder.block.N):
+// the stack under one of them is the model's main stack before any other.
 var containers = map[string]bool{"layers": true, "layer": true, "h": true, "blocks": true, "block": true}
 
-// A stack is a sequence of numbered blocks under one prefix, such as
-// "model.layers", or "encoder.layers.2.blocks" inside a stage of a
-// hierarchical model.
+// A stack is a sequence of numbered entries under one prefix, found from
+// the names alone: "model.layers" (model.layers.N), "down_blocks.1.resnets"
+// inside a stage of a UNet, "stages.0.blocks" in timm, or, for entries
+// numbered in their own name (ResNet's layer1..layer4, diffusers' attn1 and
+// attn2), "layer" with Named set. Its entries are blocks (modules of
+// modules) or single layers.
 type stack struct {
 	prefix string
+	named  bool                    // the numbers end the entries' names: prefix+"3"
 	blocks map[int]map[string]info // block number → suffix → tensor
 	n      int                     // the number of blocks present
 	nested bool                    // inside a block of another stack, or of any numbered list
 	// modules is set for a list of single modules ("layers.0.weight",
 	// "layers.0.bias"), which is not a stack of blocks: its entries are
-	// different layers.
-	modules bool
+	// different layers. mixed is set for a list of blocks and single
+	// modules (an nn.Sequential of unlike layers).
+	modules, mixed bool
+	// skippedElsewhere reports whether another stack of the same pattern
+	// skips number i too.
+	skippedElsewhere func(i int) bool
 }
 
-// block returns the name of block i: "model.layers.3".
-func (s *stack) block(i int) string { return s.prefix + "." + strconv.Itoa(i) }
+// block returns the name of block i: "model.layers.3", or "layer3".
+func (s *stack) block(i int) string {
+	if s.named {
+		return s.prefix + strconv.Itoa(i)
+	}
+	return s.prefix + "." + strconv.Itoa(i)
+}
+
+// entries names the stack's blocks: "model.layers.N", or "layerN".
+func (s *stack) entries() string {
+	if s.named {
+		return s.prefix + "N"
+	}
+	return s.prefix + ".N"
+}
+
+// single reports whether entry i is one layer (its tensors its own
+// parameters, "weight" and "bias"), not a block of modules.
+func (s *stack) single(i int) bool {
+	for suf := range s.blocks[i] {
+		if strings.Contains(suf, ".") {
+			return false
+		}
+	}
+	return true
+}
 
 type structureResult struct {
 	stacks   []*stack // by prefix
 	findings []Finding
 }
 
-// main returns the outermost stack of blocks with the most blocks, or
-// nil; a list of single modules only where there is no stack of blocks.
+// main returns the model's main stack: the outermost stack of blocks
+// under one of the containers with the most blocks, else the outermost
+// stack of blocks with the most blocks, or nil; a list of single modules
+// only where there is no stack of blocks.
 func (r structureResult) main() *stack {
 	var best *stack
+	rank := func(s *stack) []int {
+		c := 0
+		if containers[s.prefix[strings.LastIndexByte(s.prefix, '.')+1:]] && !s.named {
+			c = 1
+		}
+		m := 1
+		if s.modules {
+			m = 0
+		}
+		return []int{m, c, s.n}
+	}
 	for _, s := range r.stacks {
-		if !s.nested && (best == nil || best.modules && !s.modules || best.modules == s.modules && s.n > best.n) {
+		if s.nested {
+			continue
+		}
+		if best == nil || slices.Compare(rank(s), rank(best)) > 0 {
 			best = s
 		}
 	}
@@ -62,20 +110,40 @@ func splitBlock(name string) (prefix, num, suffix string, ok bool) {
 	return splits[0].prefix, splits[0].num, splits[0].suffix, true
 }
 
-type split struct{ prefix, num, suffix string }
+type split struct {
+	prefix, num, suffix string
+	named               bool
+}
 
-// splitBlocks splits a tensor name at each of its numbered blocks, the
-// outermost first, at most max of them. A number right after a block's
-// number is a block too: SegFormer's encoder.block.1.0 is block 0 of
-// stage 1.
+// splitBlocks splits a tensor name at each of its numbered entries, the
+// outermost first, at most max of them: at every component that is a
+// number ("down_blocks.1.resnets.0.conv1.weight" at 1 and at 0), and at
+// every component that ends in a number after a name and holds modules of
+// its own ("layer2.0.conv1.weight" at layer2, prefix "layer"; not
+// "conv1.weight", a single layer).
 func splitBlocks(name string, max int) []split {
 	var out []split
 	segs := strings.Split(name, ".")
-	for i := 1; i+1 < len(segs) && len(out) < max; i++ {
-		inner := len(out) > 0 // a numbered list inside a block: experts.N, stage.N.M
-		if (containers[segs[i-1]] || inner) && segs[i] != "" && strings.Trim(segs[i], "0123456789") == "" {
-			out = append(out, split{strings.Join(segs[:i], "."), segs[i], strings.Join(segs[i+1:], ".")})
+	for i := 0; i+1 < len(segs) && len(out) < max; i++ {
+		seg := segs[i]
+		if seg == "" {
+			continue
 		}
+		if strings.Trim(seg, "0123456789") == "" {
+			if i > 0 {
+				out = append(out, split{prefix: strings.Join(segs[:i], "."), num: seg, suffix: strings.Join(segs[i+1:], ".")})
+			}
+			continue
+		}
+		stem := strings.TrimRight(seg, "0123456789")
+		if stem == seg || i+2 >= len(segs) || len(strings.Trim(stem, "_")) < 2 || seg[len(stem)] == '0' && len(seg) > len(stem)+1 {
+			continue
+		}
+		prefix := stem
+		if i > 0 {
+			prefix = strings.Join(segs[:i], ".") + "." + stem
+		}
+		out = append(out, split{prefix: prefix, num: seg[len(stem):], suffix: strings.Join(segs[i+1:], "."), named: true})
 	}
 	return out
 }
@@ -98,19 +166,23 @@ func structure(infos []info) structureResult {
 		if _, _, _, ok := splitBlock(t.Name); !ok && role.InEmbedding(t.Name) && role.IsNorm(role.Module(t.Name)) {
 			embedNorm = true
 		}
-		for depth, sp := range splitBlocks(t.Name, 4) {
+		for depth, sp := range splitBlocks(t.Name, 6) {
 			i, err := strconv.Atoi(sp.num)
 			if err != nil || strconv.Itoa(i) != sp.num {
-				if depth == 0 {
+				if depth == 0 && containers[sp.prefix[strings.LastIndexByte(sp.prefix, '.')+1:]] {
 					res.findings = append(res.findings, Finding{Severity: Error, Kind: KindStructure, Tensor: t.Name,
 						Message: fmt.Sprintf("block number %q is not a number written without leading zeros", sp.num)})
 				}
 				break
 			}
-			s := byPrefix[sp.prefix]
+			key := sp.prefix
+			if sp.named {
+				key += "#"
+			}
+			s := byPrefix[key]
 			if s == nil {
-				s = &stack{prefix: sp.prefix, blocks: map[int]map[string]info{}, nested: depth > 0 || numbered(sp.prefix)}
-				byPrefix[sp.prefix] = s
+				s = &stack{prefix: sp.prefix, named: sp.named, blocks: map[int]map[string]info{}, nested: depth > 0 || numbered(sp.prefix)}
+				byPrefix[key] = s
 			}
 			if s.blocks[i] == nil {
 				s.blocks[i] = map[string]info{}
@@ -119,17 +191,38 @@ func structure(infos []info) structureResult {
 			s.blocks[i][sp.suffix] = t
 		}
 	}
-	for _, p := range slices.Sorted(maps.Keys(byPrefix)) {
-		s := byPrefix[p]
-		s.modules = true
-		for _, b := range s.blocks {
-			for suf := range b {
-				s.modules = s.modules && !strings.Contains(suf, ".")
+	// The numbers that each pattern of stacks skips, in each stack:
+	// scale_heads.*.layers skipping 1 in several heads is by design.
+	skipped := map[string]map[int]int{}
+	for _, s := range byPrefix {
+		nums := slices.Sorted(maps.Keys(s.blocks))
+		p := pattern(s.prefix)
+		if skipped[p] == nil {
+			skipped[p] = map[int]int{}
+		}
+		for j := 1; j < len(nums); j++ {
+			for i := nums[j-1] + 1; i < nums[j] && i < nums[j-1]+100; i++ {
+				skipped[p][i]++
 			}
 		}
+	}
+	for _, p := range slices.Sorted(maps.Keys(byPrefix)) {
+		s := byPrefix[p]
+		s.skippedElsewhere = func(i int) bool { return skipped[pattern(s.prefix)][i] > 1 }
+		singles := 0
+		for i := range s.blocks {
+			if s.single(i) {
+				singles++
+			}
+		}
+		s.modules = singles == len(s.blocks)
+		s.mixed = singles > 0 && !s.modules
 		res.stacks = append(res.stacks, s)
 		res.findings = append(res.findings, s.check(embedNorm)...)
 	}
+	res.findings = append(res.findings, pooled(res.stacks, embedNorm)...)
+	res.findings = append(res.findings, biasTransposed(infos)...)
+	res.findings = dedupe(res.findings)
 	return res
 }
 
@@ -155,7 +248,6 @@ func variantOf(t info) variant { return variant{t.DType, fmt.Sprint(t.Shape)} }
 // its embeddings, so that its first block may go without a norm.
 func (s *stack) check(embedNorm bool) []Finding {
 	nums := slices.Sorted(maps.Keys(s.blocks))
-	first, last := nums[0], nums[len(nums)-1]
 
 	// The blocks' kinds, as far as the names tell: blocks with the same
 	// tensors are of one kind.
@@ -165,37 +257,93 @@ func (s *stack) check(embedNorm bool) []Finding {
 	}
 	var out []Finding
 	out = append(out, s.gaps(nums, sig)...)
-	out = append(out, s.missing(nums, first, last, embedNorm)...)
+	out = append(out, s.missing(nums, embedNorm)...)
 	out = append(out, s.shapes(nums)...)
 	return out
 }
 
-// gaps reports block numbers missing between blocks alike (the same
-// tensors, dtypes and shapes). A gap between blocks that differ is how
-// nn.Sequential numbers modules without parameters (activations between
-// convolutions of other sizes), and so is any gap in a list of single
-// modules ("layers.0.weight", "layers.2.weight"). A block
-// missing between blocks of different kinds goes unreported here; the
-// layer count of config.json finds it.
+// gaps reports block numbers missing between blocks. A gap between blocks
+// alike (the same tensors, dtypes and shapes) is an error. So is one in a
+// list of blocks that is numbered as an nn.ModuleList is: from 0, with no
+// pattern in its gaps. Modules without parameters are numbered too, and
+// an nn.Sequential of blocks with activations between them has gaps that
+// recur (SEANet's convolution, residual block, ELU), or no block 0; an
+// nn.Sequential of single layers and blocks has gaps wherever, and a list
+// of single modules ("layers.0.weight", "layers.2.weight") too: there,
+// only gaps between blocks alike are reported. Between blocks that differ,
+// a gap whose blocks chain (the second reads a width the first writes: a
+// convolution, an upsampling without parameters, a convolution) is by
+// design too. A number that other stacks
+// of the same pattern skip too is by design, and entries numbered in
+// their names (norm_sublayer1, norm_sublayer3) are not a list.
 func (s *stack) gaps(nums []int, sig map[int]string) []Finding {
 	if s.modules {
 		return nil
 	}
+	if s.named {
+		return nil
+	}
+	list := !s.mixed && nums[0] == 0 && !periodic(nums)
 	var missing []string
 	for j := 1; j < len(nums) && len(missing) <= 10; j++ {
 		a, b := nums[j-1], nums[j]
-		if b == a+1 || !s.alike(a, b, sig) {
+		if b == a+1 || !s.alike(a, b, sig) && (!list || chained(s.blocks[a], s.blocks[b])) {
 			continue
 		}
-		for i := a + 1; i < b && len(missing) <= 10; i++ {
-			missing = append(missing, strconv.Itoa(i))
+		for i := a + 1; i < b && i < a+100 && len(missing) <= 10; i++ {
+			if !s.skippedElsewhere(i) {
+				missing = append(missing, strconv.Itoa(i))
+			}
 		}
 	}
 	if len(missing) == 0 {
 		return nil
 	}
 	return []Finding{{Severity: Error, Kind: KindStructure, Block: s.prefix,
-		Message: fmt.Sprintf("blocks %s.N run from %d to %d but block(s) %s are missing", s.prefix, nums[0], nums[len(nums)-1], strings.Join(missing, ", "))}}
+		Message: fmt.Sprintf("blocks %s run from %d to %d but block(s) %s are missing", s.entries(), nums[0], nums[len(nums)-1], strings.Join(missing, ", "))}}
+}
+
+// chained reports whether block b reads a width that block a writes: the
+// input dimension of one of b's weights (of 2 or more dimensions, other
+// than 1, a depthwise convolution's) is the output dimension of one of
+// a's, or the length of one of its 1-D tensors.
+func chained(a, b map[string]info) bool {
+	out := map[uint64]bool{}
+	for _, t := range a {
+		if len(t.Shape) >= 1 {
+			out[t.Shape[0]] = true
+		}
+	}
+	for _, t := range b {
+		if len(t.Shape) >= 2 && t.Shape[1] != 1 && out[t.Shape[1]] {
+			return true
+		}
+	}
+	return false
+}
+
+// periodic reports whether the numbers present, from the first to the
+// last, recur with a period of 2 or more, the last period left out (a
+// Sequential may end otherwise): conv, block, ELU, conv, block, ELU, ...
+func periodic(nums []int) bool {
+	lo, hi := nums[0], nums[len(nums)-1]
+	present := map[int]bool{}
+	for _, n := range nums {
+		present[n] = true
+	}
+	if hi-lo > 4096 {
+		return false
+	}
+	for p := 2; 3*p <= hi-lo+1 && p <= 16; p++ {
+		ok := true
+		for n := lo; n+p <= hi-p && ok; n++ {
+			ok = present[n] == present[n+p]
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
 }
 
 // alike reports whether blocks a and b hold the same tensors, of the same
@@ -212,6 +360,29 @@ func (s *stack) alike(a, b int, sig map[int]string) bool {
 	return true
 }
 
+// An entry is a block of a stack, as the rule that lacking applies sees
+// it: its name, where it stands in its stack, and its tensors by suffix.
+type entry struct {
+	name        string
+	first, last bool // the first or last block of its stack
+	tensors     map[string]info
+}
+
+// entryList returns the blocks of s among nums, each seen through view,
+// leaving out the single layers of an nn.Sequential of blocks and layers:
+// they are different layers, not blocks to compare.
+func (s *stack) entryList(nums []int, view func(int) map[string]info) []entry {
+	first, last := slices.Min(slices.Collect(maps.Keys(s.blocks))), slices.Max(slices.Collect(maps.Keys(s.blocks)))
+	var out []entry
+	for _, b := range nums {
+		if s.mixed && s.single(b) {
+			continue
+		}
+		out = append(out, entry{name: s.block(b), first: b == first, last: b == last, tensors: view(b)})
+	}
+	return out
+}
+
 // missing reports the blocks that lack one tensor which blocks otherwise
 // like them have. A block of a kind of its own (its tensors those of no
 // other block) is compared with the blocks whose tensors include all of
@@ -224,23 +395,20 @@ func (s *stack) alike(a, b int, sig map[int]string) bool {
 // without a norm that the others have (the first layer of a pre-norm
 // model whose input is already normalized), a block lacking a whole
 // module that only the first or last block has (T5's relative attention
-// bias in a two-block stack), and a first block without a scale or state
-// vector of its own (a router scaling the state of the previous layer).
-func (s *stack) missing(nums []int, first, last int, embedNorm bool) []Finding {
-	reported := map[int]bool{}
-	out := s.lacking(nums, first, last, embedNorm, reported, false, func(b int) map[string]info { return s.blocks[b] })
+// bias, the channel-changing shortcut of a stage's first block), and a
+// first block without a scale or state vector of its own (a router
+// scaling the state of the previous layer).
+func (s *stack) missing(nums []int, embedNorm bool) []Finding {
+	if s.modules {
+		return nil
+	}
+	reported := map[string]bool{}
+	all := func(b int) map[string]info { return s.blocks[b] }
+	out := lacking(s.entryList(nums, all), embedNorm, reported, false, s.n)
 	// Then module by module (self_attn, mlp, ...), for a block of a kind of
 	// its own whose module is like the same module of other blocks: an MoE
 	// layer among dense ones whose attention lacks a projection.
-	mods := map[string]bool{}
-	for _, b := range s.blocks {
-		for suf := range b {
-			if i := strings.IndexByte(suf, '.'); i > 0 {
-				mods[suf[:i+1]] = true
-			}
-		}
-	}
-	for _, m := range slices.Sorted(maps.Keys(mods)) {
+	for _, m := range modulesOf(s.blocks) {
 		var have []int
 		for _, b := range nums {
 			for suf := range s.blocks[b] {
@@ -250,42 +418,108 @@ func (s *stack) missing(nums []int, first, last int, embedNorm bool) []Finding {
 				}
 			}
 		}
-		out = append(out, s.lacking(have, first, last, embedNorm, reported, true, func(b int) map[string]info {
-			sub := map[string]info{}
-			for suf, t := range s.blocks[b] {
-				if strings.HasPrefix(suf, m) {
-					sub[suf] = t
-				}
-			}
-			return sub
-		})...)
+		out = append(out, lacking(s.entryList(have, func(b int) map[string]info { return within(s.blocks[b], m) }), embedNorm, reported, true, s.n)...)
 	}
 	return out
 }
 
-// lacking reports the blocks among nums whose tensors, as view shows them,
-// are those of no other block and those of other blocks but one. With
-// sameShapes, only where the tensors they have in common have the same
-// dtypes and shapes. A block reported is not reported again.
-func (s *stack) lacking(nums []int, first, last int, embedNorm bool, reported map[int]bool, sameShapes bool, view func(int) map[string]info) []Finding {
-	views := map[int]map[string]info{}
-	sig := map[int]string{}
-	group := map[string][]int{}
-	for _, b := range nums {
-		views[b] = view(b)
-		sig[b] = strings.Join(slices.Sorted(maps.Keys(views[b])), "\x00")
-		group[sig[b]] = append(group[sig[b]], b)
+// modulesOf returns the first components of the suffixes of blocks that
+// have more ("self_attn.", "mlp.").
+func modulesOf(blocks map[int]map[string]info) []string {
+	mods := map[string]bool{}
+	for _, b := range blocks {
+		for suf := range b {
+			if i := strings.IndexByte(suf, '.'); i > 0 {
+				mods[suf[:i+1]] = true
+			}
+		}
 	}
-	var out []Finding
-	for _, b := range nums {
-		if len(group[sig[b]]) > 1 || reported[b] {
+	return slices.Sorted(maps.Keys(mods))
+}
+
+// within returns the tensors of a block under module m ("self_attn.").
+func within(block map[string]info, m string) map[string]info {
+	sub := map[string]info{}
+	for suf, t := range block {
+		if strings.HasPrefix(suf, m) {
+			sub[suf] = t
+		}
+	}
+	return sub
+}
+
+// pooled compares the blocks of the stacks that one pattern of names
+// numbers ("down_blocks.*.resnets", "encoder.stages.*.blocks"): the blocks
+// of a stage have the blocks of the other stages for peers where a stage
+// holds too few alike to judge by. A block lacking a tensor that blocks
+// of its kind in other stages have is reported, and a tensor transposed
+// relative to the same tensor of the other stages, once the width of each
+// block is divided out.
+func pooled(stacks []*stack, embedNorm bool) []Finding {
+	byPattern := map[string][]*stack{}
+	for _, s := range stacks {
+		if s.modules {
 			continue
 		}
-		own := views[b]
-		var peer []int // the blocks of the closest superset
+		p := pattern(s.prefix)
+		if s.named {
+			p += "#"
+		}
+		byPattern[p] = append(byPattern[p], s)
+	}
+	var out []Finding
+	for _, p := range slices.Sorted(maps.Keys(byPattern)) {
+		group := byPattern[p]
+		if len(group) < 2 {
+			continue
+		}
+		var es []entry
+		for _, s := range group {
+			nums := slices.Sorted(maps.Keys(s.blocks))
+			es = append(es, s.entryList(nums, func(b int) map[string]info { return s.blocks[b] })...)
+		}
+		out = append(out, lacking(es, embedNorm, map[string]bool{}, false, len(es))...)
+		out = append(out, relativeTransposed(es)...)
+	}
+	return out
+}
+
+// pattern returns a name with its numbers made "*": "down_blocks.*.resnets".
+func pattern(name string) string {
+	segs := strings.Split(name, ".")
+	for i, seg := range segs {
+		if seg != "" && strings.Trim(seg, "0123456789") == "" {
+			segs[i] = "*"
+		} else if stem := strings.TrimRight(seg, "0123456789"); stem != seg && len(strings.Trim(stem, "_")) >= 2 {
+			segs[i] = stem + "*"
+		}
+	}
+	return strings.Join(segs, ".")
+}
+
+// lacking reports the entries whose tensors are those of no other entry
+// and those of other entries but one. With sameShapes, only where the
+// tensors they have in common have the same dtypes and shapes. An entry
+// reported is not reported again. total is the number of blocks the
+// message counts the holders among.
+func lacking(es []entry, embedNorm bool, reported map[string]bool, sameShapes bool, total int) []Finding {
+	sig := make([]string, len(es))
+	group := map[string][]int{}
+	for i, e := range es {
+		sig[i] = strings.Join(slices.Sorted(maps.Keys(e.tensors)), "\x00")
+		group[sig[i]] = append(group[sig[i]], i)
+	}
+	var out []Finding
+	for b, e := range es {
+		if len(group[sig[b]]) > 1 || reported[e.name] {
+			continue
+		}
+		own := e.tensors
+		var peer []int // the entries of the closest superset
 		var extra string
-		for k, g := range group {
-			other := views[g[0]]
+		for _, k := range slices.Sorted(maps.Keys(group)) {
+			g := group[k]
+			other := es[g[0]].tensors
 			if len(other) != len(own)+1 || k == sig[b] {
 				continue
 			}
@@ -309,44 +543,41 @@ func (s *stack) lacking(nums []int, first, last int, embedNorm bool, reported ma
 		if peer == nil {
 			continue
 		}
-		reported[b] = true
+		reported[e.name] = true
 		holders := 0
-		for _, i := range nums {
-			if _, ok := views[i][extra]; ok {
+		for _, x := range es {
+			if _, ok := x.tensors[extra]; ok {
 				holders++
 			}
 		}
-		whole := !hasModule(s.blocks[b], extra)
+		whole := !hasModule(own, extra)
+		edge := len(peer) == 1 && (es[peer[0]].first || es[peer[0]].last) && holders == 1
 		sev := Error
 		switch {
-		case whole && b == first && embedNorm && role.IsNorm(role.Module(extra)),
-			whole && len(peer) == 1 && (peer[0] == first || peer[0] == last),
-			b == first && isBare(extra, views[peer[0]][extra]):
+		case whole && e.first && embedNorm && role.IsNorm(role.Module(extra)),
+			whole && edge,
+			e.first && isBare(extra, es[peer[0]].tensors[extra]):
 			sev = Warning
 		}
-		out = append(out, Finding{Severity: sev, Kind: KindStructure, Block: s.block(b),
-			Message: fmt.Sprintf("lacks %s.%d.%s, which %d of the %d blocks have", s.prefix, b, extra, holders, len(s.blocks))})
+		out = append(out, Finding{Severity: sev, Kind: KindStructure, Block: e.name,
+			Message: fmt.Sprintf("lacks %s.%s, which %d of the %d blocks have", e.name, extra, holders, total)})
 	}
 	return out
 }
 
 // hasModule reports whether a block holds another tensor of the module
-// that holds suffix ("self_attn.q_proj.bias" for "self_attn.q_proj.weight",
-// or "self_attn.k_proj.weight" for "self_attn.q_proj.weight" when the
-// projection has no bias).
+// that holds suffix ("self_attn.q_proj.bias" for "self_attn.q_proj.weight").
 func hasModule(own map[string]info, suffix string) bool {
-	for dir := suffix; ; {
-		i := strings.LastIndexByte(dir, '.')
-		if i < 0 {
-			return false
-		}
-		dir = dir[:i]
-		for suf := range own {
-			if strings.HasPrefix(suf, dir+".") {
-				return true
-			}
+	i := strings.LastIndexByte(suffix, '.')
+	if i < 0 {
+		return false
+	}
+	for suf := range own {
+		if strings.HasPrefix(suf, suffix[:i+1]) {
+			return true
 		}
 	}
+	return false
 }
 
 // isBare reports whether a tensor is a parameter of its own, not the
@@ -451,6 +682,21 @@ func (s *stack) shapes(nums []int) []Finding {
 // dimension is not the length of its bias, or else the second.
 func (s *stack) transposedPair(suffix string, have []int) []Finding {
 	a, b := s.blocks[have[0]][suffix], s.blocks[have[1]][suffix]
+	// Two blocks are alike but for this tensor, or they are two branches
+	// of their own widths (CrossViT's projections from each to the other).
+	others := 0
+	for suf, t := range s.blocks[have[0]] {
+		if suf == suffix {
+			continue
+		}
+		if u, ok := s.blocks[have[1]][suf]; !ok || variantOf(t) != variantOf(u) {
+			return nil
+		}
+		others++
+	}
+	if others == 0 {
+		return nil
+	}
 	rev := slices.Clone(a.Shape)
 	slices.Reverse(rev)
 	if a.DType != b.DType || len(rev) < 2 || !slices.Equal(rev, b.Shape) || slices.Equal(rev, a.Shape) {
@@ -520,4 +766,188 @@ func transposed(shape []uint64, self int, suffix string, have []int, blocks map[
 		}
 	}
 	return false
+}
+
+// relativeTransposed reports a 2-D tensor transposed relative to the same
+// tensor of blocks of other stages whose widths differ: each block's
+// shapes are divided by its width (the length of its normalizations, else
+// its most common dimension), and a tensor whose shape so measured is the
+// reverse of what at least two other blocks have, and of no other block,
+// is transposed. Swin's or PVT's stages of one block each are judged so.
+func relativeTransposed(es []entry) []Finding {
+	type rel struct{ a, b float64 }
+	rels := map[string]map[int]rel{} // suffix → entry → relative shape
+	for i, e := range es {
+		w := blockWidth(e.tensors)
+		if w == 0 {
+			continue
+		}
+		for suf, t := range e.tensors {
+			if len(t.Shape) != 2 || t.Shape[0] == t.Shape[1] {
+				continue
+			}
+			if rels[suf] == nil {
+				rels[suf] = map[int]rel{}
+			}
+			rels[suf][i] = rel{float64(t.Shape[0]) / float64(w), float64(t.Shape[1]) / float64(w)}
+		}
+	}
+	var out []Finding
+	for _, suf := range slices.Sorted(maps.Keys(rels)) {
+		m := rels[suf]
+		for i, r := range m {
+			same, reversed := 0, 0
+			for j, o := range m {
+				switch {
+				case j == i:
+				case o == r:
+					same++
+				case o == rel{r.b, r.a}:
+					reversed++
+				}
+			}
+			if same == 0 && reversed >= 2 {
+				t := es[i].tensors[suf]
+				out = append(out, Finding{Severity: Error, Kind: KindStructure, Tensor: t.Name, Block: es[i].name,
+					Message: fmt.Sprintf("%v %v (transposed): in %d blocks of other widths, %s is shaped the other way round for their widths", t.DType, t.Shape, reversed, suf)})
+			}
+		}
+	}
+	return out
+}
+
+// blockWidth returns the width of a block: the most common length of its
+// 1-D normalization weights, else its most common dimension; 0 if it has
+// none.
+func blockWidth(tensors map[string]info) uint64 {
+	norms, dims := map[uint64]int{}, map[uint64]int{}
+	for suf, t := range tensors {
+		for _, d := range t.Shape {
+			dims[d]++
+		}
+		if len(t.Shape) == 1 && role.IsNorm(role.Module("x."+suf)) {
+			norms[t.Shape[0]]++
+		}
+	}
+	if len(norms) > 0 {
+		return mostCommon(norms)
+	}
+	return mostCommon(dims)
+}
+
+// mostCommon returns the key of m with the highest count, the smallest
+// on a tie; 0 for an empty m.
+func mostCommon(m map[uint64]int) uint64 {
+	var best uint64
+	for k, c := range m {
+		if c > m[best] || c == m[best] && k < best {
+			best = k
+		}
+	}
+	return best
+}
+
+// biasTransposed reports a layer's 2-D weight whose bias has the length of
+// its input rather than its output: the weight is transposed. Which axis
+// is the output is learnt from the model's own layers (nn.Linear's
+// [out, in]; GPT-2's Conv1D [in, out]): the axis a bias matches in the
+// layers of the same name, else in most layers of the model.
+func biasTransposed(infos []info) []Finding {
+	byName := map[string]info{}
+	for _, t := range infos {
+		byName[t.Name] = t
+	}
+	type layer struct {
+		w    info
+		bias uint64
+		kind string // the layer's own name: "q_proj", "c_attn", "in_proj"
+	}
+	var layers []layer
+	for _, t := range infos {
+		if len(t.Shape) != 2 || t.Shape[0] == t.Shape[1] {
+			continue
+		}
+		var bias string
+		switch {
+		case strings.HasSuffix(t.Name, ".weight"):
+			bias = strings.TrimSuffix(t.Name, ".weight") + ".bias"
+		case strings.HasSuffix(t.Name, "_weight"):
+			bias = strings.TrimSuffix(t.Name, "_weight") + "_bias"
+		default:
+			continue
+		}
+		b, ok := byName[bias]
+		if !ok || len(b.Shape) != 1 || b.Shape[0] != t.Shape[0] && b.Shape[0] != t.Shape[1] {
+			continue
+		}
+		kind := strings.TrimSuffix(strings.TrimSuffix(t.Name, "weight"), ".")
+		kind = kind[strings.LastIndexByte(kind, '.')+1:]
+		layers = append(layers, layer{t, b.Shape[0], kind})
+	}
+	votes := map[string][2]int{} // layer name → layers whose bias is axis 0, axis 1
+	var all [2]int
+	for _, l := range layers {
+		axis := 0
+		if l.bias == l.w.Shape[1] {
+			axis = 1
+		}
+		v := votes[l.kind]
+		v[axis]++
+		votes[l.kind] = v
+		all[axis]++
+	}
+	var out []Finding
+	for _, l := range layers {
+		v := votes[l.kind]
+		var want int
+		switch {
+		case v[0] > v[1]+1 || v[0] > 2*v[1]:
+			want = 0
+		case v[1] > v[0]+1 || v[1] > 2*v[0]:
+			want = 1
+		case all[0] > 2*all[1]+2:
+			want = 0
+		case all[1] > 2*all[0]+2:
+			want = 1
+		default:
+			continue
+		}
+		if l.bias != l.w.Shape[want] {
+			out = append(out, Finding{Severity: Error, Kind: KindStructure, Tensor: l.w.Name,
+				Message: fmt.Sprintf("%v %v (transposed): its bias has %d values, its input's width, where the model's layers like it have a bias of their output's", l.w.DType, l.w.Shape, l.bias)})
+		}
+	}
+	return out
+}
+
+// dedupe keeps one finding of each tensor and of each tensor a block
+// lacks, the first error, else the first warning: a defect that several
+// rules see is reported once.
+func dedupe(fs []Finding) []Finding {
+	key := func(f Finding) string {
+		if f.Tensor != "" {
+			return f.Tensor
+		}
+		if rest, ok := strings.CutPrefix(f.Message, "lacks "); ok {
+			return rest[:strings.IndexByte(rest+",", ',')]
+		}
+		return ""
+	}
+	keep := map[string]int{} // key → index of the finding kept
+	for i, f := range fs {
+		k := key(f)
+		if k == "" {
+			continue
+		}
+		if j, ok := keep[k]; !ok || f.Severity > fs[j].Severity {
+			keep[k] = i
+		}
+	}
+	out := make([]Finding, 0, len(fs))
+	for i, f := range fs {
+		if k := key(f); k == "" || keep[k] == i {
+			out = append(out, f)
+		}
+	}
+	return out
 }
