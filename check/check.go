@@ -165,6 +165,9 @@ type settings struct {
 	config    []byte
 	hasConfig bool
 	workers   int // 0: GOMAXPROCS
+	// files holds the other configuration files of the part, by name
+	// (libraryFiles), read by Model and Checkpoint.
+	files map[string][]byte
 }
 
 func newSettings(opts []Option) (*settings, error) {
@@ -284,16 +287,34 @@ func run(ctx context.Context, src safetensors.TensorSource, c *settings) (*Repor
 	r.Findings = append(r.Findings, dtypes(infos)...)
 	st := structure(infos)
 	r.Findings = append(r.Findings, st.findings...)
+	files := map[string]map[string]any{}
+	for name, data := range c.files {
+		var m map[string]any
+		if json.Unmarshal(data, &m) == nil && m != nil {
+			files[name] = m
+		} else {
+			r.Notes = append(r.Notes, name+" is not a JSON object: it was not checked")
+		}
+	}
+	var notes []string
 	if cfg != nil {
-		family, notes, findings := checkConfig(cfg, infos, st)
-		r.Family = family
-		r.Notes = append(r.Notes, notes...)
+		family, n, findings := checkConfig(cfg, infos, st)
+		r.Family, notes = family, n
 		r.Findings = append(r.Findings, findings...)
 		r.Checked, findings = checkSizes(cfg, infos, st)
 		r.Findings = append(r.Findings, findings...)
-	} else {
-		r.Notes = append(r.Notes, "no config.json: the configuration was not checked")
+		files["config.json"] = cfg
 	}
+	checked, findings := checkLibraries(files, infos, st)
+	r.Checked = append(r.Checked, checked...)
+	r.Findings = append(r.Findings, findings...)
+	switch {
+	case cfg == nil && len(r.Checked) == 0:
+		r.Notes = append(r.Notes, "no config.json: the configuration was not checked")
+	case len(r.Checked) == 0 || r.Family != "":
+		r.Notes = append(r.Notes, notes...)
+	}
+	r.Findings = dedupeConfig(r.Findings)
 	sortFindings(r.Findings)
 	return r, nil
 }
@@ -402,6 +423,16 @@ func checkPart(ctx context.Context, ck *checkpoint.Checkpoint, c *settings) (*Re
 		switch {
 		case err == nil:
 			c.config, c.hasConfig = data, true
+		case !errors.Is(err, fs.ErrNotExist):
+			return nil, err
+		}
+	}
+	c.files = map[string][]byte{}
+	for _, name := range libraryFiles {
+		data, err := ck.ReadFile(ctx, name)
+		switch {
+		case err == nil:
+			c.files[name] = data
 		case !errors.Is(err, fs.ErrNotExist):
 			return nil, err
 		}

@@ -157,9 +157,11 @@ func TestPlantedStructureDefects(t *testing.T) {
 		if ts[i].Shape[0] == ts[i].Shape[1] {
 			planted[i].Shape = []uint64{ts[i].Shape[0] / 2, ts[i].Shape[1] * 2}
 		}
+		// Reported once, by the structure, which says how it differs.
 		r = checkModel(t, planted, cfg)
 		assert.NotEmpty(t, find(r, KindStructure, target), "%s: reshaped: %v", name, r.Findings)
-		assert.NotEmpty(t, find(r, KindConfig, target), "%s: reshaped: %v", name, r.Findings)
+		assert.Empty(t, find(r, KindConfig, target), "%s: reshaped: %v", name, r.Findings)
+		assert.Equal(t, 1, r.Errors(), "%s: reshaped: %v", name, r.Findings)
 
 		// One tensor in F32 among F16 ones.
 		planted = slices.Clone(ts)
@@ -171,12 +173,12 @@ func TestPlantedStructureDefects(t *testing.T) {
 		assert.Len(t, find(r, KindDTypes, ""), 1, "%s: mixed dtypes: %v", name, r.Findings)
 		assert.NotEmpty(t, find(r, KindStructure, target), "%s: mixed dtypes: %v", name, r.Findings)
 
-		// A whole block missing: a gap, and the layer count.
+		// A whole block missing: a gap, which explains the layer count.
 		prefix := strings.TrimSuffix(block, ".1")
 		planted = slices.DeleteFunc(slices.Clone(ts), func(t safetensors.Tensor) bool { return strings.HasPrefix(t.Name, block+".") })
 		r = checkModel(t, planted, cfg)
 		assert.NotEmpty(t, find(r, KindStructure, prefix), "%s: gap: %v", name, r.Findings)
-		assert.NotEmpty(t, find(r, KindConfig, layersKey(cfg)), "%s: gap: %v", name, r.Findings)
+		assert.Equal(t, 1, r.Errors(), "%s: gap: %v", name, r.Findings)
 
 		// The last block missing: no gap, but the layer count.
 		planted = slices.DeleteFunc(slices.Clone(ts), func(t safetensors.Tensor) bool { return strings.HasPrefix(t.Name, prefix+".2.") })
@@ -242,6 +244,13 @@ func TestUnknownFamily(t *testing.T) {
 	r := checkModel(t, ts, cfg)
 	assert.Empty(t, r.Findings)
 	assert.Empty(t, r.Family)
+	// The general rule checked its sizes: no note says otherwise.
+	assert.Contains(t, r.Checked, "hidden_size")
+	assert.Empty(t, r.Notes)
+	// A configuration none of whose keys the weights can be checked
+	// against says so.
+	r = checkModel(t, ts, map[string]any{"model_type": "mamba", "torch_dtype": "float16"})
+	assert.Empty(t, r.Checked)
 	require.Len(t, r.Notes, 1)
 	assert.Contains(t, r.Notes[0], `"mamba"`)
 }
