@@ -284,6 +284,9 @@ func unet() []info {
 	return tensors(lines...)
 }
 
+// TestCheckLibraries checks each library's rules on small models written
+// by hand from the shapes their libraries save: healthy, and with one
+// key changed.
 func TestCheckLibraries(t *testing.T) {
 	lora := func() []info {
 		var lines []string
