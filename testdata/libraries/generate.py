@@ -27,7 +27,9 @@ and saved with its library's own save function:
   DiffusionPipeline.save_pretrained: their record of part "" holds
   model_index.json and no tensors, and each component folder with a JSON
   file is a part (the scheduler's holds scheduler_config.json only; the
-  tokenizers' folders are left out).
+  tokenizers' folders are left out). A component's library and class are
+  those model_index.json names: the text encoders' library is
+  "transformers" (CLIPTextModel, T5EncoderModel).
 - timm: one or two of the smallest models (at most 40M parameters and
   buffers) of each module of timm.models, test_* models first, at their
   real default sizes; timm.models._hub.save_for_hf(safe_serialization=True),
@@ -171,8 +173,10 @@ def records(library, model, d, classes):
                 tensors += tensors_of(os.path.join(root, f))
         if not jsons and not tensors:
             continue
-        recs.append({"library": library, "model": model, "part": part, "class": classes.get(part, ""),
-                     "files": jsons, "tensors": tensors})
+        c = classes.get(part, "")  # a part's class, or [library, class]
+        lib, cls = (c[0], c[1]) if isinstance(c, list) else (library, c)
+        recs.append({"library": lib, "model": model, "part": part, "class": cls, "files": jsons,
+                     "tensors": tensors})
     return recs
 
 
@@ -406,7 +410,7 @@ def save_pipe(p, d):
     classes = {"": type(p).__name__}
     for k, v in idx.items():
         if isinstance(v, list) and len(v) == 2 and v[1]:
-            classes[k] = v[1]
+            classes[k] = v  # [library, class], as model_index.json names them
     return classes
 
 
@@ -677,7 +681,8 @@ def st_classes(d):
         for m in json.load(open(mj)):
             p = (prefix + "/" + m["path"]).strip("/") if m["path"] else prefix
             classes[p] = m["type"].rsplit(".", 1)[-1]
-            walk(os.path.join(folder, m["path"]), p)
+            if m["path"]:
+                walk(os.path.join(folder, m["path"]), p)
 
     walk(d, "")
     rc = None
@@ -771,7 +776,8 @@ def oc_cfgs():
                                               "timm_model_pretrained": False, "timm_pool": "", "timm_proj": "linear",
                                               "image_size": 32}, "text_cfg": text},
         "coca": {"embed_dim": 16, "multimodal_cfg": {"context_length": 16, "vocab_size": 64, "width": W, "heads": 2,
-                                                      "layers": L, "latent_dim": 16, "attn_pooler_heads": 2},
+                                                      "layers": L, "attn_pooler_heads": 2, "dim_head": 16,
+                                                      "n_queries": 8},
                  "vision_cfg": {"image_size": 32, "layers": L, "width": W, "patch_size": 8, "head_width": 16,
                                 "attentional_pool": True, "attn_pooler_heads": 2, "output_tokens": True},
                  "text_cfg": dict(text, embed_cls=True, output_tokens=True), "custom_text": True},
@@ -841,13 +847,17 @@ def main():
     signal.signal(signal.SIGALRM, _timeout)
 
     # Records of the libraries not asked for are kept from the existing output.
-    lines = {}
+    # (A model's library is that of its part "": a pipeline's text encoders are "transformers".)
+    lines, kept = {}, {}
     if os.path.exists(out):
         with gzip.open(out, "rt") as f:
             for line in f:
                 r = json.loads(line)
-                if r["library"] not in only:
-                    lines.setdefault((r["library"], r["model"]), []).append(r)
+                kept.setdefault(r["model"], []).append(r)
+    for model, recs in kept.items():
+        library = next((r["library"] for r in recs if r["part"] == ""), recs[0]["library"])
+        if library not in only:
+            lines[(library, model)] = recs
     skipped, t0 = [], time.time()
     for lib in LIBS:
         if lib not in only:
