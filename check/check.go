@@ -127,9 +127,13 @@ type Report struct {
 	// Checked lists the keys of config.json (and of its sub-configurations,
 	// as "text_config.hidden_size") that were checked against the weights
 	// by the general rule, which holds for every architecture.
-	Checked  []string  `json:"checked,omitempty"`
-	Notes    []string  `json:"notes,omitempty"`
-	Findings []Finding `json:"findings"`
+	Checked []string `json:"checked,omitempty"`
+	// ZeroByDesign counts the tensors all zeros that the model holds by
+	// design (biases, normalization statistics, adapter matrices that
+	// start at zero, ...), which are not findings; a note names one.
+	ZeroByDesign int       `json:"zero_by_design,omitempty"`
+	Notes        []string  `json:"notes,omitempty"`
+	Findings     []Finding `json:"findings"`
 	// Part is the part's name, for the report of a part of a model of
 	// several parts; Parts holds those reports, for the report of such a
 	// model (see Model).
@@ -280,12 +284,17 @@ func run(ctx context.Context, src safetensors.TensorSource, c *settings) (*Repor
 	if err != nil {
 		return nil, err
 	}
+	st := structure(infos)
+	values, design := byDesign(values, infos, st)
+	r.ZeroByDesign = len(design)
 	r.Findings = append(r.Findings, values...)
+	if len(design) > 0 {
+		r.Notes = append(r.Notes, designNote(design))
+	}
 	if len(bounds) > 0 {
 		r.Notes = append(r.Notes, fmt.Sprintf("%d tensors named as bounds hold only infinities, as clipping bounds initialized to no clipping do (e.g. %q): not reported", len(bounds), bounds[0]))
 	}
 	r.Findings = append(r.Findings, dtypes(infos)...)
-	st := structure(infos)
 	r.Findings = append(r.Findings, st.findings...)
 	files := map[string]map[string]any{}
 	for name, data := range c.files {

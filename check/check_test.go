@@ -319,7 +319,7 @@ func TestStructureOddNames(t *testing.T) {
 	}
 	assert.Len(t, res.findings, 3, "%v", msgs)
 	assert.Contains(t, msgs[0], `"layers.01.w"`)
-	assert.Contains(t, msgs[2], "block(s) 1, 2, 3")
+	assert.Contains(t, msgs[2], "h.1, h.2, h.3")
 }
 
 func TestInvalidConfig(t *testing.T) {

@@ -176,7 +176,7 @@ func checkSizes(m map[string]any, infos []info, st structureResult) (checked []s
 		for _, g := range gaps {
 			dup := false
 			for _, f := range out {
-				dup = dup || f.Block == g.Block && strings.Contains(f.Message, "are missing")
+				dup = dup || f.Block == g.Block && strings.Contains(f.Message, " missing: ")
 			}
 			if !dup {
 				out = append(out, g)
@@ -289,7 +289,7 @@ func checkSizes(m map[string]any, infos []info, st structureResult) (checked []s
 // if so makes f say which.
 func gappedStack(st structureResult, n uint64, f *Finding) bool {
 	for _, s := range st.stacks {
-		if !s.nested && !s.modules && gapped(s, n, f) {
+		if !s.nested && !s.modules && !s.named && gapped(s, n, f) {
 			return true
 		}
 	}
@@ -297,18 +297,18 @@ func gappedStack(st structureResult, n uint64, f *Finding) bool {
 }
 
 func gapped(s *stack, n uint64, f *Finding) bool {
-	last := slices.Max(slices.Collect(maps.Keys(s.blocks)))
-	if uint64(last)+1 != n || uint64(s.n) == n {
-		return false
+	first, last := slices.Min(slices.Collect(maps.Keys(s.blocks))), slices.Max(slices.Collect(maps.Keys(s.blocks)))
+	if uint64(last)+1 != n || uint64(s.n) == n || uint64(last-first+1) == uint64(s.n) {
+		return false // no gap between the blocks: an nn.Sequential's first modules without parameters
 	}
 	var missing []string
-	for i := 0; i < last && len(missing) < 10; i++ {
+	for i := first; i < last && len(missing) < 10; i++ {
 		if s.blocks[i] == nil {
-			missing = append(missing, strconv.Itoa(i))
+			missing = append(missing, s.block(i))
 		}
 	}
 	f.Block = s.prefix
-	f.Message = fmt.Sprintf("%s = %d, but %s has %d blocks: block(s) %s are missing", f.Key, n, s.prefix, s.n, strings.Join(missing, ", "))
+	f.Message = fmt.Sprintf("%s missing: %s = %d, but %s has %d blocks", strings.Join(missing, ", "), f.Key, n, s.entries(), s.n)
 	return true
 }
 

@@ -34,8 +34,10 @@ type stack struct {
 	// different layers. mixed is set for a list of blocks and single
 	// modules (an nn.Sequential of unlike layers).
 	modules, mixed bool
-	// skippedElsewhere reports whether another stack of the same pattern
-	// skips number i too.
+	// skippedElsewhere reports whether the gap at number i is one that
+	// the stacks of the same pattern show by design: another skips it too,
+	// or each skips a number of its own (HRNet's fuse_layers.i, without
+	// entry i).
 	skippedElsewhere func(i int) bool
 }
 
@@ -136,7 +138,7 @@ func splitBlocks(name string, max int) []split {
 			continue
 		}
 		stem := strings.TrimRight(seg, "0123456789")
-		if stem == seg || i+2 >= len(segs) || len(strings.Trim(stem, "_")) < 2 || seg[len(stem)] == '0' && len(seg) > len(stem)+1 {
+		if stem == seg || i+2 >= len(segs) || !isStem(stem) || seg[len(stem)] == '0' && len(seg) > len(stem)+1 {
 			continue
 		}
 		prefix := stem
@@ -194,11 +196,15 @@ func structure(infos []info) structureResult {
 	// The numbers that each pattern of stacks skips, in each stack:
 	// scale_heads.*.layers skipping 1 in several heads is by design.
 	skipped := map[string]map[int]int{}
+	gapped := map[string]int{} // pattern → the stacks with a gap
 	for _, s := range byPrefix {
 		nums := slices.Sorted(maps.Keys(s.blocks))
 		p := pattern(s.prefix)
 		if skipped[p] == nil {
 			skipped[p] = map[int]int{}
+		}
+		if nums[len(nums)-1]-nums[0]+1 != len(nums) {
+			gapped[p]++
 		}
 		for j := 1; j < len(nums); j++ {
 			for i := nums[j-1] + 1; i < nums[j] && i < nums[j-1]+100; i++ {
@@ -208,7 +214,7 @@ func structure(infos []info) structureResult {
 	}
 	for _, p := range slices.Sorted(maps.Keys(byPrefix)) {
 		s := byPrefix[p]
-		s.skippedElsewhere = func(i int) bool { return skipped[pattern(s.prefix)][i] > 1 }
+		s.skippedElsewhere = func(i int) bool { p := pattern(s.prefix); return skipped[p][i] > 1 || gapped[p] > 2 }
 		singles := 0
 		for i := range s.blocks {
 			if s.single(i) {
@@ -277,22 +283,24 @@ func (s *stack) check(embedNorm bool) []Finding {
 // of the same pattern skip too is by design, and entries numbered in
 // their names (norm_sublayer1, norm_sublayer3) are not a list.
 func (s *stack) gaps(nums []int, sig map[int]string) []Finding {
-	if s.modules {
+	if s.named || s.modules && (len(nums) < 3 || !s.oneKind(sig)) {
 		return nil
 	}
-	if s.named {
-		return nil
-	}
-	list := !s.mixed && nums[0] == 0 && !periodic(nums)
+	regular := periodic(nums)
+	list := !s.mixed && nums[0] == 0 && !regular
 	var missing []string
 	for j := 1; j < len(nums) && len(missing) <= 10; j++ {
 		a, b := nums[j-1], nums[j]
-		if b == a+1 || !s.alike(a, b, sig) && (!list || chained(s.blocks[a], s.blocks[b])) {
+		switch {
+		case b == a+1:
+			continue
+		case !s.modules && !regular && s.alike(a, b, sig):
+		case !list || chained(s.blocks[a], s.blocks[b]):
 			continue
 		}
 		for i := a + 1; i < b && i < a+100 && len(missing) <= 10; i++ {
 			if !s.skippedElsewhere(i) {
-				missing = append(missing, strconv.Itoa(i))
+				missing = append(missing, s.block(i))
 			}
 		}
 	}
@@ -300,13 +308,17 @@ func (s *stack) gaps(nums []int, sig map[int]string) []Finding {
 		return nil
 	}
 	return []Finding{{Severity: Error, Kind: KindStructure, Block: s.prefix,
-		Message: fmt.Sprintf("blocks %s run from %d to %d but block(s) %s are missing", s.entries(), nums[0], nums[len(nums)-1], strings.Join(missing, ", "))}}
+		Message: fmt.Sprintf("%s missing: the blocks %s run from %d to %d", strings.Join(missing, ", "), s.entries(), nums[0], nums[len(nums)-1])}}
 }
 
-// chained reports whether block b reads a width that block a writes: the
-// input dimension of one of b's weights (of 2 or more dimensions, other
-// than 1, a depthwise convolution's) is the output dimension of one of
-// a's, or the length of one of its 1-D tensors.
+// chained reports whether block b reads a width that block a writes: a
+// width that b takes in from outside (the input dimension of one of its
+// weights of 2 or more dimensions, other than 1, a depthwise
+// convolution's, that none of its weights outputs) is the output
+// dimension of one of a's weights or the length of one of its 1-D
+// tensors; or the two blocks have the same width (EfficientFormer's 4-D
+// blocks, a Flat() and its 3-D ones). Stages of other widths, a stage
+// missing between them, do not chain.
 func chained(a, b map[string]info) bool {
 	out := map[uint64]bool{}
 	for _, t := range a {
@@ -314,17 +326,25 @@ func chained(a, b map[string]info) bool {
 			out[t.Shape[0]] = true
 		}
 	}
+	made := map[uint64]bool{}
+	var in []uint64
 	for _, t := range b {
-		if len(t.Shape) >= 2 && t.Shape[1] != 1 && out[t.Shape[1]] {
-			return true
+		if len(t.Shape) >= 2 {
+			made[t.Shape[0]] = true
+			if t.Shape[1] != 1 {
+				in = append(in, t.Shape[1])
+			}
 		}
 	}
-	return false
+	outside := slices.DeleteFunc(slices.Clone(in), func(d uint64) bool { return made[d] })
+	return slices.ContainsFunc(outside, func(d uint64) bool { return out[d] }) || blockWidth(a) == blockWidth(b)
 }
 
 // periodic reports whether the numbers present, from the first to the
-// last, recur with a period of 2 or more, the last period left out (a
-// Sequential may end otherwise): conv, block, ELU, conv, block, ELU, ...
+// last, recur with a period of 2 or more (conv, block, ELU, conv, block,
+// ELU, ...), throughout or, over three periods or more, but for the last
+// (a Sequential may end otherwise), or are every other number, or every
+// third.
 func periodic(nums []int) bool {
 	lo, hi := nums[0], nums[len(nums)-1]
 	present := map[int]bool{}
@@ -334,16 +354,50 @@ func periodic(nums []int) bool {
 	if hi-lo > 4096 {
 		return false
 	}
-	for p := 2; 3*p <= hi-lo+1 && p <= 16; p++ {
-		ok := true
-		for n := lo; n+p <= hi-p && ok; n++ {
-			ok = present[n] == present[n+p]
+	if len(nums) >= 3 {
+		step := nums[1] - nums[0]
+		arithmetic := step >= 2
+		for j := 2; j < len(nums) && arithmetic; j++ {
+			arithmetic = nums[j]-nums[j-1] == step
 		}
-		if ok {
+		if arithmetic {
+			return true
+		}
+	}
+	for p := 2; 2*p <= hi-lo+1 && p <= 16; p++ {
+		// Throughout, or but for the last period where there are three.
+		whole, head := true, 3*p <= hi-lo+1
+		for n := lo; n+p <= hi && (whole || head); n++ {
+			same := present[n] == present[n+p]
+			whole = whole && same
+			head = head && (same || n+p > hi-p)
+		}
+		if whole || head {
 			return true
 		}
 	}
 	return false
+}
+
+// oneKind reports whether the entries of a stack hold tensors of the same
+// names and numbers of dimensions: a ModuleList of one layer (a norm for
+// each stage), not an nn.Sequential of convolutions and norms.
+func (s *stack) oneKind(sig map[int]string) bool {
+	var first map[string]info
+	for i, b := range s.blocks {
+		if first == nil {
+			first = b
+		}
+		if sig[i] != sig[slices.Min(slices.Collect(maps.Keys(s.blocks)))] {
+			return false
+		}
+		for suf, t := range b {
+			if len(t.Shape) != len(first[suf].Shape) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // alike reports whether blocks a and b hold the same tensors, of the same
@@ -365,6 +419,7 @@ func (s *stack) alike(a, b int, sig map[int]string) bool {
 type entry struct {
 	name        string
 	first, last bool // the first or last block of its stack
+	nested      bool // its stack is inside a block: a stage's
 	tensors     map[string]info
 }
 
@@ -378,7 +433,7 @@ func (s *stack) entryList(nums []int, view func(int) map[string]info) []entry {
 		if s.mixed && s.single(b) {
 			continue
 		}
-		out = append(out, entry{name: s.block(b), first: b == first, last: b == last, tensors: view(b)})
+		out = append(out, entry{name: s.block(b), first: b == first, last: b == last, nested: s.nested, tensors: view(b)})
 	}
 	return out
 }
@@ -394,10 +449,14 @@ func (s *stack) entryList(nums []int, view func(int) map[string]info) []entry {
 // Three cases stay warnings, since models do them: a first block
 // without a norm that the others have (the first layer of a pre-norm
 // model whose input is already normalized), a block lacking a whole
-// module that only the first or last block has (T5's relative attention
-// bias, the channel-changing shortcut of a stage's first block), and a
+// module that only one other block has (T5's relative attention bias in
+// its first block, the channel-changing shortcut of a stage's first
+// block), or that is a 1×1 convolution between widths (a shortcut,
+// where a block changes its width), and a
 // first block without a scale or state vector of its own (a router
-// scaling the state of the previous layer).
+// scaling the state of the previous layer). So is a stage's first
+// block whose list of modules is shorter (MixNet's kernels of the
+// convolutions it mixes).
 func (s *stack) missing(nums []int, embedNorm bool) []Finding {
 	if s.modules {
 		return nil
@@ -484,13 +543,20 @@ func pooled(stacks []*stack, embedNorm bool) []Finding {
 	return out
 }
 
+// isStem reports whether a name's part before its number is a word
+// ("layer", "attn_"): two letters or more, from a letter on.
+func isStem(stem string) bool {
+	c := stem[0]
+	return len(strings.Trim(stem, "_")) >= 2 && ('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z')
+}
+
 // pattern returns a name with its numbers made "*": "down_blocks.*.resnets".
 func pattern(name string) string {
 	segs := strings.Split(name, ".")
 	for i, seg := range segs {
 		if seg != "" && strings.Trim(seg, "0123456789") == "" {
 			segs[i] = "*"
-		} else if stem := strings.TrimRight(seg, "0123456789"); stem != seg && len(strings.Trim(stem, "_")) >= 2 {
+		} else if stem := strings.TrimRight(seg, "0123456789"); stem != seg && isStem(stem) {
 			segs[i] = stem + "*"
 		}
 	}
@@ -527,6 +593,11 @@ func lacking(es []entry, embedNorm bool, reported map[string]bool, sameShapes bo
 			for suf, t := range other {
 				o, ok := own[suf]
 				switch {
+				case !ok && firstSub(suf):
+					// A tensor of the first block of the block: the
+					// stack of those judges it, where a stage's first
+					// block differs from the others.
+					d = append(d, suf, suf)
 				case !ok:
 					d = append(d, suf)
 				case sameShapes && variantOf(o) != variantOf(t):
@@ -551,18 +622,47 @@ func lacking(es []entry, embedNorm bool, reported map[string]bool, sameShapes bo
 			}
 		}
 		whole := !hasModule(own, extra)
-		edge := len(peer) == 1 && (es[peer[0]].first || es[peer[0]].last) && holders == 1
 		sev := Error
 		switch {
 		case whole && e.first && embedNorm && role.IsNorm(role.Module(extra)),
-			whole && edge,
-			e.first && isBare(extra, es[peer[0]].tensors[extra]):
+			whole && holders == 1,
+			whole && shortcut(es[peer[0]].tensors[extra]),
+			e.first && isBare(extra, es[peer[0]].tensors[extra]),
+			e.first && e.nested && numbered(extra):
 			sev = Warning
 		}
 		out = append(out, Finding{Severity: sev, Kind: KindStructure, Block: e.name,
 			Message: fmt.Sprintf("lacks %s.%s, which %d of the %d blocks have", e.name, extra, holders, total)})
 	}
 	return out
+}
+
+// shortcut reports whether t is a 1×1 convolution between two widths:
+// the projection of a residual shortcut, which a block has only where its
+// width changes.
+func shortcut(t info) bool {
+	if len(t.Shape) < 3 || t.Shape[0] == t.Shape[1] {
+		return false
+	}
+	for _, k := range t.Shape[2:] {
+		if k != 1 {
+			return false
+		}
+	}
+	return true
+}
+
+// firstSub reports whether a suffix is that of a tensor of the first
+// block of a list within a block ("blocks.0.conv.weight", not a single
+// layer's "downsample.0.bias").
+func firstSub(suffix string) bool {
+	segs := strings.Split(suffix, ".")
+	for i, seg := range segs {
+		if seg != "" && strings.Trim(seg, "0123456789") == "" {
+			return seg == "0" && i+2 < len(segs)
+		}
+	}
+	return false
 }
 
 // hasModule reports whether a block holds another tensor of the module
@@ -584,7 +684,11 @@ func hasModule(own map[string]info, suffix string) bool {
 // weight or bias of a layer, of at most one dimension: a scale, a gate.
 func isBare(suffix string, t info) bool {
 	last := suffix[strings.LastIndexByte(suffix, '.')+1:]
-	return last != "weight" && last != "bias" && len(t.Shape) <= 1
+	switch last {
+	case "weight", "bias", "running_mean", "running_var", "num_batches_tracked":
+		return false // a layer's, or a batch norm's statistics
+	}
+	return len(t.Shape) <= 1
 }
 
 // shapes reports, per tensor name, a block whose tensor has another dtype
@@ -664,7 +768,9 @@ func (s *stack) shapes(nums []int) []Finding {
 			case transposed(t.Shape, i, suf, have, s.blocks):
 				why = " (transposed)"
 			case deviates[i] == 1 && len(s.blocks[i]) > 1 && 2*m.count > len(have):
-				if len(t.Shape) > 2 {
+				if len(t.Shape) > 2 || i == nums[0] && s.nested && inputOnly(t.Shape, m.v.shape) {
+					// A kernel, or the input of a stage's first
+					// block: the skip connection it concatenates.
 					sev = Warning
 				}
 			default:
@@ -675,6 +781,21 @@ func (s *stack) shapes(nums []int) []Finding {
 		}
 	}
 	return out
+}
+
+// inputOnly reports whether a shape differs from want, a shape as
+// variant writes it, in its second dimension only, a layer's input.
+func inputOnly(shape []uint64, want string) bool {
+	if len(shape) < 2 {
+		return false
+	}
+	alt := slices.Clone(shape)
+	var d uint64
+	if _, err := fmt.Sscan(strings.Fields(strings.Trim(want, "[]"))[1], &d); err != nil {
+		return false
+	}
+	alt[1] = d
+	return fmt.Sprint(alt) == want
 }
 
 // transposedPair reports, in a stack of two blocks whose tensor named

@@ -108,8 +108,14 @@ func printReport(w io.Writer, name string, r *check.Report) error {
 // behind prefix.
 func printPart(w io.Writer, head, prefix string, r *check.Report) error {
 	family := "configuration not checked"
-	if r.Family != "" {
+	switch {
+	case r.Family != "":
 		family = r.Family + " configuration checked"
+	case len(r.Checked) > 0:
+		family = "configuration checked (1 key)"
+		if len(r.Checked) > 1 {
+			family = fmt.Sprintf("configuration checked (%d keys)", len(r.Checked))
+		}
 	}
 	fmt.Fprintf(w, "%s%d tensors, %s, %s: %d errors, %d warnings\n", head, r.Tensors, bytesString(r.Bytes), family, r.Errors(), r.Warnings())
 	if len(r.Checked) > 0 {

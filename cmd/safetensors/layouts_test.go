@@ -568,7 +568,7 @@ func TestSentenceTransformers(t *testing.T) {
 			status, stdout, stderr = runCmd("check", name)
 			assert.Equal(t, exitOK, status, stdout+stderr)
 			assert.Contains(t, stdout, ".: 58 tensors, 14224 bytes (13.9 KiB), bert configuration checked: 0 errors, 0 warnings\n")
-			assert.Contains(t, stdout, "2_Dense: 2 tensors, 544 bytes, configuration not checked: 0 errors, 0 warnings\n")
+			assert.Contains(t, stdout, "2_Dense: 2 tensors, 544 bytes, configuration checked (2 keys): 0 errors, 0 warnings\n2_Dense: config keys checked: in_features, out_features\n")
 
 			status, stderr = quantizeRefused(t, name)
 			assert.Equal(t, exitTrouble, status)

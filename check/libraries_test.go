@@ -1,0 +1,314 @@
+package check
+
+import (
+	"bufio"
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/safetensors-go/safetensors"
+)
+
+// The libraries corpus: the header and configuration files of each part
+// of tiny random-init models that diffusers, timm, peft,
+// sentence-transformers and open_clip save, made by
+// testdata/libraries/generate.py.
+const librariesFile = "../testdata/libraries/libraries.jsonl.gz"
+
+type libraryPart struct {
+	Library string                     `json:"library"`
+	Model   string                     `json:"model"`
+	Part    string                     `json:"part"`
+	Class   string                     `json:"class"`
+	Files   map[string]json.RawMessage `json:"files"`
+	Tensors [][]any                    `json:"tensors"`
+}
+
+func (p libraryPart) String() string {
+	if p.Part == "" {
+		return p.Model
+	}
+	return p.Model + "/" + p.Part
+}
+
+// tensors returns the part's tensors: those the corpus records as all
+// zeros hold zeros (up to 1M elements), those of one non-finite value
+// hold it, the others no values, which the value checks skip.
+func (p libraryPart) tensors(t testing.TB) []safetensors.Tensor {
+	var out []safetensors.Tensor
+	for _, e := range p.Tensors {
+		require.GreaterOrEqual(t, len(e), 3, p.String())
+		d, err := safetensors.ParseDType(e[1].(string))
+		require.NoError(t, err, p.String())
+		var shape []uint64
+		n := uint64(1)
+		for _, x := range e[2].([]any) {
+			shape = append(shape, uint64(x.(float64)))
+			n *= uint64(x.(float64))
+		}
+		tn := safetensors.Tensor{Name: e[0].(string), DType: d, Shape: shape}
+		if len(e) == 4 && n <= 1<<20 {
+			switch e[3] {
+			case "zero":
+				tn.Data = make([]byte, (n*uint64(d.Bits())+7)/8)
+			case "inf", "-inf":
+				v := float32(math.Inf(1))
+				if e[3] == "-inf" {
+					v = -v
+				}
+				vals := make([]float32, n)
+				for i := range vals {
+					vals[i] = v
+				}
+				tn, err = safetensors.TensorFromFloat32s(tn.Name, safetensors.F32, shape, vals, safetensors.RoundNearestEven)
+				require.NoError(t, err)
+			}
+		}
+		out = append(out, tn)
+	}
+	return out
+}
+
+// settings returns the settings that Model would give the part: its
+// config.json and its other configuration files.
+func (p libraryPart) settings() *settings {
+	c := &settings{maxAbs: DefaultMaxAbs, files: map[string][]byte{}}
+	for name, data := range p.Files {
+		switch {
+		case name == "config.json":
+			c.config, c.hasConfig = data, true
+		case slices.Contains(libraryFiles, name):
+			c.files[name] = data
+		}
+	}
+	return c
+}
+
+func loadLibraries(t testing.TB) []libraryPart {
+	f, err := os.Open(librariesFile)
+	require.NoError(t, err)
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	require.NoError(t, err)
+	sc := bufio.NewScanner(z)
+	sc.Buffer(nil, 64<<20)
+	var parts []libraryPart
+	for sc.Scan() {
+		var p libraryPart
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &p))
+		if len(p.Tensors) > 0 {
+			parts = append(parts, p)
+		}
+	}
+	require.NoError(t, sc.Err())
+	return parts
+}
+
+func runPart(t testing.TB, p libraryPart, ts []safetensors.Tensor) *Report {
+	src := mapSource{}
+	for _, x := range ts {
+		src[x.Name] = x
+	}
+	r, err := run(t.Context(), src, p.settings())
+	require.NoError(t, err)
+	return r
+}
+
+var numberedSegment = regexp.MustCompile(`\.(\d+)\.`)
+
+// libraryStacks returns the numbered stacks of a model as the names alone
+// show them, independently of the package's rules: every prefix followed
+// by a number, with 3 or more entries numbered 0, 1, 2, ..., each with
+// the numbers of its entries.
+func libraryStacks(ts []safetensors.Tensor) map[string][]int {
+	entries := map[string]map[int]bool{}
+	for _, t := range ts {
+		for _, m := range numberedSegment.FindAllStringSubmatchIndex(t.Name, -1) {
+			prefix := t.Name[:m[0]]
+			n, _ := strconv.Atoi(t.Name[m[2]:m[3]])
+			if entries[prefix] == nil {
+				entries[prefix] = map[int]bool{}
+			}
+			entries[prefix][n] = true
+		}
+	}
+	out := map[string][]int{}
+	for p, e := range entries {
+		nums := make([]int, 0, len(e))
+		for n := range e {
+			nums = append(nums, n)
+		}
+		sort.Ints(nums)
+		if len(nums) >= 3 && nums[0] == 0 && nums[len(nums)-1] == len(nums)-1 {
+			out[p] = nums
+		}
+	}
+	return out
+}
+
+// plantLibrary returns the defects planted in the middle block of the
+// numbered stacks of a part, the one with the most entries and, with
+// every, each: each of 2 of its tensors missing (6 with every), each of 2
+// of its 2-D tensors transposed (6), the block missing. Each comes with the name
+// an error must hold to find it.
+func plantLibrary(ts []safetensors.Tensor, every bool) map[string]func() ([]safetensors.Tensor, string) {
+	out := map[string]func() ([]safetensors.Tensor, string){}
+	stacks := libraryStacks(ts)
+	if !every {
+		best := ""
+		for p, nums := range stacks {
+			if b := stacks[best]; best == "" || len(nums) > len(b) || len(nums) == len(b) && (len(p) < len(best) || len(p) == len(best) && p < best) {
+				best = p
+			}
+		}
+		stacks = map[string][]int{best: stacks[best]}
+		if best == "" {
+			return out
+		}
+	}
+	for prefix, nums := range stacks {
+		block := fmt.Sprintf("%s.%d", prefix, nums[len(nums)/2])
+		var in []int
+		for i, x := range ts {
+			if strings.HasPrefix(x.Name, block+".") {
+				in = append(in, i)
+			}
+		}
+		samples := 2
+		if every {
+			samples = 6
+		}
+		step := max(1, len(in)/samples)
+		for k := 0; k < len(in); k += step {
+			i := in[k]
+			out["missing tensor "+ts[i].Name] = func() ([]safetensors.Tensor, string) {
+				return slices.Delete(slices.Clone(ts), i, i+1), ts[i].Name
+			}
+		}
+		var mats []int
+		for _, i := range in {
+			if s := ts[i].Shape; len(s) == 2 && s[0] != s[1] {
+				mats = append(mats, i)
+			}
+		}
+		step = max(1, len(mats)/samples)
+		for k := 0; k < len(mats); k += step {
+			i := mats[k]
+			out["transposed "+ts[i].Name] = func() ([]safetensors.Tensor, string) {
+				c := slices.Clone(ts)
+				c[i].Shape = []uint64{ts[i].Shape[1], ts[i].Shape[0]}
+				return c, ts[i].Name
+			}
+		}
+		out["missing block "+block] = func() ([]safetensors.Tensor, string) {
+			return slices.DeleteFunc(slices.Clone(ts), func(x safetensors.Tensor) bool { return strings.HasPrefix(x.Name, block+".") }), block
+		}
+	}
+	return out
+}
+
+// namedErrors returns the errors of r that clean lacks and that name
+// what: the tensor or block, or a block that holds it.
+func namedErrors(r, clean *Report, what string) []string {
+	var out []string
+	for _, l := range newErrors(r, clean) {
+		if strings.Contains(l, what) {
+			out = append(out, l)
+		}
+	}
+	for _, f := range r.Findings {
+		if f.Severity == Error && f.Block != "" && strings.HasPrefix(what, f.Block+".") && !slices.Contains(errorLines(clean), f.String()) {
+			out = append(out, f.String())
+		}
+	}
+	return out
+}
+
+// TestLibrariesClean checks every part of every model of the corpus,
+// healthy: no error, and no warning of a tensor all zeros by design.
+func TestLibrariesClean(t *testing.T) {
+	if _, err := os.Stat(librariesFile); err != nil {
+		t.Skip("no libraries corpus")
+	}
+	zeros := 0
+	for _, p := range loadLibraries(t) {
+		r := runPart(t, p, p.tensors(t))
+		assert.Empty(t, errorLines(r), "%s (%s): a healthy model", p, p.Class)
+		for _, f := range r.Findings {
+			if f.Kind == KindZero {
+				zeros++
+				if testing.Verbose() {
+					t.Logf("%s: %s", p, f)
+				}
+			}
+		}
+	}
+	t.Logf("zero warnings: %d", zeros)
+}
+
+// TestLibrariesDetection plants defects in the middle block of the
+// largest numbered stack of every model of the corpus (of every stack
+// with -tags slow) and requires each found, as an error naming the tensor
+// or block, in the share measured when the rules were made.
+func TestLibrariesDetection(t *testing.T) {
+	if _, err := os.Stat(librariesFile); err != nil {
+		t.Skip("no libraries corpus")
+	}
+	found, total := map[string]int{}, map[string]int{}
+	var missed []string
+	for _, p := range loadLibraries(t) {
+		ts := p.tensors(t)
+		clean := runPart(t, p, ts)
+		for what, make := range plantLibrary(ts, slowTests) {
+			words := strings.Fields(what)
+			kind := p.Library + ": " + words[0]
+			if words[0] == "missing" {
+				kind += " " + words[1]
+			}
+			total[kind]++
+			planted, name := make()
+			if len(namedErrors(runPart(t, p, planted), clean, name)) > 0 {
+				found[kind]++
+			} else {
+				missed = append(missed, p.String()+": "+what)
+			}
+		}
+	}
+	for _, kind := range slices.Sorted(func(yield func(string) bool) {
+		for k := range total {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		t.Logf("%-40s %d of %d", kind, found[kind], total[kind])
+	}
+	if testing.Verbose() {
+		sort.Strings(missed)
+		for _, m := range missed {
+			t.Log("missed: " + m)
+		}
+	}
+	if slowTests {
+		return
+	}
+	min := map[string]float64{
+		"diffusers: missing tensor": 0.8, "diffusers: transposed": 0.9, "diffusers: missing block": 0.75,
+		"timm: missing tensor": 0.9, "timm: transposed": 0.95, "timm: missing block": 0.8,
+	}
+	for kind, share := range min {
+		require.NotZero(t, total[kind], kind)
+		assert.GreaterOrEqual(t, float64(found[kind])/float64(total[kind]), share, "%s: %d of %d found", kind, found[kind], total[kind])
+	}
+}

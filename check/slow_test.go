@@ -1,0 +1,6 @@
+//go:build slow
+
+package check
+
+// slowTests is set by -tags slow: the exhaustive checks run too.
+const slowTests = true
