@@ -39,6 +39,11 @@ type stack struct {
 	// or each skips a number of its own (HRNet's fuse_layers.i, without
 	// entry i).
 	skippedElsewhere func(i int) bool
+	// heldElsewhere reports whether another stack of the same pattern,
+	// numbered without gaps, has an entry i between entries of the kinds
+	// this one has at i-1 and i+1 (the resnets of the other up blocks of
+	// a UNet, where one lacks its middle one).
+	heldElsewhere func(i int, sig map[int]string) bool
 }
 
 // block returns the name of block i: "model.layers.3", or "layer3".
@@ -196,7 +201,8 @@ func structure(infos []info) structureResult {
 	// The numbers that each pattern of stacks skips, in each stack:
 	// scale_heads.*.layers skipping 1 in several heads is by design.
 	skipped := map[string]map[int]int{}
-	gapped := map[string]int{} // pattern → the stacks with a gap
+	gapped := map[string]int{}    // pattern → the stacks with a gap
+	held := map[string][]*stack{} // pattern → the stacks without gaps
 	for _, s := range byPrefix {
 		nums := slices.Sorted(maps.Keys(s.blocks))
 		p := pattern(s.prefix)
@@ -205,6 +211,8 @@ func structure(infos []info) structureResult {
 		}
 		if nums[len(nums)-1]-nums[0]+1 != len(nums) {
 			gapped[p]++
+		} else {
+			held[p] = append(held[p], s)
 		}
 		for j := 1; j < len(nums); j++ {
 			for i := nums[j-1] + 1; i < nums[j] && i < nums[j-1]+100; i++ {
@@ -215,6 +223,15 @@ func structure(infos []info) structureResult {
 	for _, p := range slices.Sorted(maps.Keys(byPrefix)) {
 		s := byPrefix[p]
 		s.skippedElsewhere = func(i int) bool { p := pattern(s.prefix); return skipped[p][i] > 1 || gapped[p] > 2 }
+		s.heldElsewhere = func(i int, sig map[int]string) bool {
+			for _, o := range held[pattern(s.prefix)] {
+				if o.blocks[i] != nil && o.blocks[i-1] != nil && o.blocks[i+1] != nil &&
+					signature(o.blocks[i-1]) == sig[i-1] && signature(o.blocks[i+1]) == sig[i+1] {
+					return true
+				}
+			}
+			return false
+		}
 		singles := 0
 		for i := range s.blocks {
 			if s.single(i) {
@@ -259,7 +276,7 @@ func (s *stack) check(embedNorm bool) []Finding {
 	// tensors are of one kind.
 	sig := map[int]string{}
 	for _, i := range nums {
-		sig[i] = strings.Join(slices.Sorted(maps.Keys(s.blocks[i])), "\x00")
+		sig[i] = signature(s.blocks[i])
 	}
 	var out []Finding
 	out = append(out, s.gaps(nums, sig)...)
@@ -295,7 +312,9 @@ func (s *stack) gaps(nums []int, sig map[int]string) []Finding {
 		case b == a+1:
 			continue
 		case !s.modules && !regular && s.alike(a, b, sig):
-		case !list || chained(s.blocks[a], s.blocks[b]):
+		case list && (!chained(s.blocks[a], s.blocks[b]) || len(nums) >= 3 && b == a+2 && predicted(a+1, sig)):
+		case !regular && b == a+2 && s.heldElsewhere(a+1, sig):
+		default:
 			continue
 		}
 		for i := a + 1; i < b && i < a+100 && len(missing) <= 10; i++ {
@@ -311,33 +330,58 @@ func (s *stack) gaps(nums []int, sig map[int]string) []Finding {
 		Message: fmt.Sprintf("%s missing: the blocks %s run from %d to %d", strings.Join(missing, ", "), s.entries(), nums[0], nums[len(nums)-1])}}
 }
 
-// chained reports whether block b reads a width that block a writes: a
-// width that b takes in from outside (the input dimension of one of its
-// weights of 2 or more dimensions, other than 1, a depthwise
-// convolution's, that none of its weights outputs) is the output
-// dimension of one of a's weights or the length of one of its 1-D
-// tensors; or the two blocks have the same width (EfficientFormer's 4-D
-// blocks, a Flat() and its 3-D ones). Stages of other widths, a stage
-// missing between them, do not chain.
+// chained reports whether block b reads the width that block a writes:
+// b takes in from outside the width of a (the input dimension of one of
+// its weights of 2 or more dimensions, other than 1, a depthwise
+// convolution's, that none of its weights outputs), or has a's width. A module without parameters between them (an
+// activation, a Flat(), an upsampling) keeps the width; a stage missing
+// between stages of other widths does not.
 func chained(a, b map[string]info) bool {
-	out := map[uint64]bool{}
-	for _, t := range a {
-		if len(t.Shape) >= 1 {
-			out[t.Shape[0]] = true
-		}
-	}
+	wa := blockWidth(a)
 	made := map[uint64]bool{}
-	var in []uint64
 	for _, t := range b {
 		if len(t.Shape) >= 2 {
 			made[t.Shape[0]] = true
-			if t.Shape[1] != 1 {
-				in = append(in, t.Shape[1])
-			}
 		}
 	}
-	outside := slices.DeleteFunc(slices.Clone(in), func(d uint64) bool { return made[d] })
-	return slices.ContainsFunc(outside, func(d uint64) bool { return out[d] }) || blockWidth(a) == blockWidth(b)
+	for _, t := range b {
+		if len(t.Shape) >= 2 && t.Shape[1] == wa && !made[wa] {
+			return true
+		}
+	}
+	return wa == blockWidth(b)
+}
+
+// signature returns the names of a block's tensors, as one string: blocks
+// of one kind have the same.
+func signature(block map[string]info) string {
+	return strings.Join(slices.Sorted(maps.Keys(block)), "\x00")
+}
+
+// predicted reports whether the kinds of the entries of a list (sig, the
+// names of their tensors) recur with a period p that puts one at i: the
+// entries i-p and i+p are of one kind, and wherever two entries p apart
+// are present, as some are, they are of one kind (WAN's resnet, resnet,
+// downsampler, resnet, ...; one kind of block throughout).
+func predicted(i int, sig map[int]string) bool {
+	for p := 1; p <= 16; p++ {
+		before, okb := sig[i-p]
+		after, oka := sig[i+p]
+		if !okb || !oka || before != after {
+			continue
+		}
+		ok, seen := true, false
+		for n, k := range sig {
+			if m, has := sig[n+p]; has {
+				ok = ok && m == k
+				seen = true
+			}
+		}
+		if ok && seen {
+			return true
+		}
+	}
+	return false
 }
 
 // periodic reports whether the numbers present, from the first to the
@@ -938,14 +982,16 @@ func relativeTransposed(es []entry) []Finding {
 }
 
 // blockWidth returns the width of a block: the most common length of its
-// 1-D normalization weights, else its most common dimension; 0 if it has
-// none.
+// 1-D normalization weights, else the most common of the lengths of its
+// vectors and the output dimensions of its other tensors, 1 left out; 0
+// if it has none.
 func blockWidth(tensors map[string]info) uint64 {
 	norms, dims := map[uint64]int{}, map[uint64]int{}
 	for suf, t := range tensors {
-		for _, d := range t.Shape {
-			dims[d]++
+		if len(t.Shape) == 0 || t.Shape[0] == 1 {
+			continue
 		}
+		dims[t.Shape[0]]++
 		if len(t.Shape) == 1 && role.IsNorm(role.Module("x."+suf)) {
 			norms[t.Shape[0]]++
 		}
