@@ -423,6 +423,21 @@ func periodic(nums []int) bool {
 	return false
 }
 
+// sameRanks reports whether the tensors of one name have the same number
+// of dimensions in every block.
+func (s *stack) sameRanks() bool {
+	rank := map[string]int{}
+	for _, b := range s.blocks {
+		for suf, t := range b {
+			if r, ok := rank[suf]; ok && r != len(t.Shape) {
+				return false
+			}
+			rank[suf] = len(t.Shape)
+		}
+	}
+	return true
+}
+
 // oneKind reports whether the entries of a stack hold tensors of the same
 // names and numbers of dimensions: a ModuleList of one layer (a norm for
 // each stage), not an nn.Sequential of convolutions and norms.
@@ -502,12 +517,18 @@ func (s *stack) entryList(nums []int, view func(int) map[string]info) []entry {
 // block whose list of modules is shorter (MixNet's kernels of the
 // convolutions it mixes).
 func (s *stack) missing(nums []int, embedNorm bool) []Finding {
+	all := func(b int) map[string]info { return s.blocks[b] }
 	if s.modules {
-		return nil
+		// A list of single layers of one type (their tensors of the
+		// same ranks: convolutions, norms): one lacking a tensor that two
+		// others or more have is judged.
+		if len(nums) < 3 || !s.sameRanks() {
+			return nil
+		}
+		return lacking(s.entryList(nums, all), embedNorm, map[string]bool{}, false, s.n, 2)
 	}
 	reported := map[string]bool{}
-	all := func(b int) map[string]info { return s.blocks[b] }
-	out := lacking(s.entryList(nums, all), embedNorm, reported, false, s.n)
+	out := lacking(s.entryList(nums, all), embedNorm, reported, false, s.n, 1)
 	// Then module by module (self_attn, mlp, ...), for a block of a kind of
 	// its own whose module is like the same module of other blocks: an MoE
 	// layer among dense ones whose attention lacks a projection.
@@ -521,7 +542,7 @@ func (s *stack) missing(nums []int, embedNorm bool) []Finding {
 				}
 			}
 		}
-		out = append(out, lacking(s.entryList(have, func(b int) map[string]info { return within(s.blocks[b], m) }), embedNorm, reported, true, s.n)...)
+		out = append(out, lacking(s.entryList(have, func(b int) map[string]info { return within(s.blocks[b], m) }), embedNorm, reported, true, s.n, 1)...)
 	}
 	return out
 }
@@ -581,7 +602,7 @@ func pooled(stacks []*stack, embedNorm bool) []Finding {
 			nums := slices.Sorted(maps.Keys(s.blocks))
 			es = append(es, s.entryList(nums, func(b int) map[string]info { return s.blocks[b] })...)
 		}
-		out = append(out, lacking(es, embedNorm, map[string]bool{}, false, len(es))...)
+		out = append(out, lacking(es, embedNorm, map[string]bool{}, false, len(es), 1)...)
 		out = append(out, relativeTransposed(es)...)
 	}
 	return out
@@ -611,8 +632,9 @@ func pattern(name string) string {
 // and those of other entries but one. With sameShapes, only where the
 // tensors they have in common have the same dtypes and shapes. An entry
 // reported is not reported again. total is the number of blocks the
-// message counts the holders among.
-func lacking(es []entry, embedNorm bool, reported map[string]bool, sameShapes bool, total int) []Finding {
+// message counts the holders among; peers, the fewest entries that the
+// tensors of the closest superset must be those of.
+func lacking(es []entry, embedNorm bool, reported map[string]bool, sameShapes bool, total, peers int) []Finding {
 	sig := make([]string, len(es))
 	group := map[string][]int{}
 	for i, e := range es {
@@ -630,7 +652,7 @@ func lacking(es []entry, embedNorm bool, reported map[string]bool, sameShapes bo
 		for _, k := range slices.Sorted(maps.Keys(group)) {
 			g := group[k]
 			other := es[g[0]].tensors
-			if len(other) != len(own)+1 || k == sig[b] {
+			if len(other) != len(own)+1 || k == sig[b] || len(g) < peers {
 				continue
 			}
 			var d []string
@@ -672,13 +694,34 @@ func lacking(es []entry, embedNorm bool, reported map[string]bool, sameShapes bo
 			whole && holders == 1,
 			whole && shortcut(es[peer[0]].tensors[extra]),
 			e.first && isBare(extra, es[peer[0]].tensors[extra]),
-			e.first && e.nested && numbered(extra):
+			e.first && e.nested && shorterList(own, extra):
 			sev = Warning
 		}
 		out = append(out, Finding{Severity: sev, Kind: KindStructure, Block: e.name,
 			Message: fmt.Sprintf("lacks %s.%s, which %d of the %d blocks have", e.name, extra, holders, total)})
 	}
 	return out
+}
+
+// shorterList reports whether a block lacks a whole entry of a list
+// ("conv_dw.3", of which it has conv_dw.0 to conv_dw.2) that suffix
+// names a tensor of.
+func shorterList(own map[string]info, suffix string) bool {
+	segs := strings.Split(suffix, ".")
+	for i, seg := range segs {
+		if i > 0 && seg != "" && strings.Trim(seg, "0123456789") == "" {
+			entry, list := strings.Join(segs[:i+1], ".")+".", strings.Join(segs[:i], ".")+"."
+			has := false
+			for suf := range own {
+				if strings.HasPrefix(suf, entry) {
+					return false
+				}
+				has = has || strings.HasPrefix(suf, list)
+			}
+			return has
+		}
+	}
+	return false
 }
 
 // shortcut reports whether t is a 1×1 convolution between two widths:
