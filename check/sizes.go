@@ -1,6 +1,7 @@
 package check
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"math"
@@ -23,6 +24,16 @@ var sizeKeys = []struct {
 	{"hidden", []string{"hidden_size", "n_embd", "n_embed", "d_model", "dim", "model_dim"}},
 	{"vocab", []string{"vocab_size", "n_vocab"}},
 	{"intermediate", []string{"intermediate_size", "n_inner", "ffn_dim", "d_ff", "encoder_ffn_dim", "decoder_ffn_dim", "ffn_hidden_size"}},
+}
+
+// roleNames returns the names of the keys of a role of sizeKeys.
+func roleNames(role string) []string {
+	for _, sk := range sizeKeys {
+		if sk.role == role {
+			return sk.names
+		}
+	}
+	return nil
 }
 
 // subConfigs returns the configuration and those nested in it (text_config,
@@ -60,7 +71,8 @@ type witnesses struct {
 	embeds   map[uint64]bool // the widths of embedding tables
 	mlp      map[uint64]bool // the dimensions of dense MLP weights
 	lists    map[uint64]bool // the lengths of numbered lists (x.0, x.1, ...)
-	vocabRef []info          // tables that would have vocab_size rows
+	vocabRef []info          // tables and heads that would have vocab_size rows
+	heads    []info          // output heads: their rows are the logits
 	widthRef []info          // a normalization and an embedding, to name
 	stacks   []*stack
 	blocks   bool // a stack of 2 or more blocks
@@ -88,8 +100,11 @@ func newWitnesses(infos []info, st structureResult) *witnesses {
 			}
 			w.embeds[t.Shape[1]] = true
 		}
-		if len(t.Shape) == 2 && isTokenTable(t.Name) {
+		if table, head := isTokenTable(t.Name, t.Shape); table {
 			w.vocabRef = append(w.vocabRef, t)
+			if head {
+				w.heads = append(w.heads, t)
+			}
 		}
 		if len(t.Shape) == 2 && !strings.Contains(lower, "expert") && isMLP(lower) {
 			w.mlp[t.Shape[0]] = true
@@ -126,27 +141,36 @@ func newWitnesses(infos []info, st structureResult) *witnesses {
 	return w
 }
 
-// isTokenTable reports whether a 2-D tensor is a token embedding table or
-// an output head, whose rows are the vocabulary, from the name of its
-// module ("embed_tokens", "word_embeddings", "wte", "lm_head", a CTC
-// head's "out", ...): not a table of positions, token types, segments or
-// patches.
-func isTokenTable(name string) bool {
+// isTokenTable reports whether a tensor is a token embedding table or an
+// output head, whose rows are the vocabulary, from the name of its module
+// ("embed_tokens", "word_embeddings", "wte", "lm_head", a CTC head's "out",
+// ...): not a table of positions, token types, segments or patches. A
+// table is 2-D ("weight", or a bare "embedding"); a head may also be a
+// 1x1 convolution ([vocab, width, 1]) or its bias. head reports an output
+// head: its rows are the logits, which the vocabulary must not outnumber.
+func isTokenTable(name string, shape []uint64) (table, head bool) {
 	segs := strings.Split(strings.ToLower(name), ".")
-	if len(segs) < 2 || segs[len(segs)-1] != "weight" {
-		return false
+	if len(segs) < 2 {
+		return false, false
 	}
-	mod := segs[len(segs)-2]
+	last, mod := segs[len(segs)-1], segs[len(segs)-2]
+	head = role.IsHead(strings.Join(segs[:len(segs)-1], ".")) || slices.Contains([]string{"lm_head", "ctc", "ctc_head", "output_layer"}, mod)
+	switch {
+	case last == "weight" && len(shape) == 2, strings.HasSuffix(last, "embedding") && len(shape) == 2:
+	case head && last == "weight" && len(shape) == 3 && shape[2] == 1, head && last == "bias" && len(shape) == 1:
+	default:
+		return false, false
+	}
 	for _, w := range []string{"pos", "patch", "type", "class", "norm", "rel", "bucket", "speaker", "lang", "segment", "task", "spk", "image", "vision", "audio", "per_layer", "proj"} {
 		if strings.Contains(mod, w) {
-			return false
+			return false, false
 		}
 	}
 	switch mod {
 	case "wte", "shared", "lm_head", "embed", "embeddings", "embedding", "embed_in", "embed_out", "input_embedding", "out", "ctc", "ctc_head", "output_layer":
-		return true
+		return true, head
 	}
-	return strings.Contains(mod, "tok") || strings.Contains(mod, "word") || strings.Contains(mod, "vocab")
+	return head || strings.Contains(mod, "tok") || strings.Contains(mod, "word") || strings.Contains(mod, "vocab"), head
 }
 
 // isMLP reports whether a tensor's name is that of a dense MLP's weight.
@@ -194,6 +218,26 @@ func checkSizes(m map[string]any, infos []info, st structureResult) (checked []s
 		}
 		var claims []claim
 		active := false
+		// The stacks whose blocks number one of the configuration's layer
+		// counts are the ones it may describe: its hidden size is the
+		// width of one of them, not merely that of some normalization
+		// elsewhere (a feature extractor's, a stream concatenated to twice
+		// the width). A hierarchy's stages (depths) have widths of their
+		// own.
+		var own []*stack
+		_, hierarchical := c["depths"].([]any)
+		for _, name := range roleNames("layers") {
+			if hierarchical {
+				break
+			}
+			if n, ok := positive(c[name]); ok {
+				for _, s := range st.stacks {
+					if !s.nested && !s.modules && !s.named && uint64(s.n) == n && !slices.Contains(own, s) {
+						own = append(own, s)
+					}
+				}
+			}
+		}
 		for _, sk := range sizeKeys {
 			for _, name := range sk.names {
 				v, ok := positive(c[name])
@@ -206,12 +250,23 @@ func checkSizes(m map[string]any, infos []info, st structureResult) (checked []s
 					cl.judged, cl.seen = w.blocks, w.lists[v]
 				case "hidden":
 					cl.judged, cl.seen = len(w.norms)+len(w.embeds) > 0, w.norms[v] || w.embeds[v]
+					if len(own) > 0 {
+						cl.judged, cl.seen = true, false
+						for _, s := range own {
+							cl.seen = cl.seen || slices.Contains(stackWidths(s), v)
+						}
+					}
 				case "vocab":
 					// A table may have more rows than the vocabulary
 					// (padded to a multiple, or extra tokens), not fewer.
+					// An output head's rows are the logits: the
+					// vocabulary has no more tokens than it.
 					cl.judged = len(w.vocabRef) > 0
 					for _, t := range w.vocabRef {
 						cl.seen = cl.seen || t.Shape[0] >= v
+					}
+					if len(w.heads) > 0 && !slices.ContainsFunc(w.heads, func(t info) bool { return t.Shape[0] >= v }) {
+						cl.seen = false
 					}
 				case "intermediate":
 					// MoE layers and computed widths make this one a
@@ -230,19 +285,36 @@ func checkSizes(m map[string]any, infos []info, st structureResult) (checked []s
 				gaps = append(gaps, f)
 			}
 		}
+		// A nested configuration none of whose sizes the weights show is
+		// of a part not in them. The top one is the model's own: its
+		// vocabulary is still judged by the token tables, and its hidden
+		// size, where the weights have a single width, by every tensor;
+		// its other sizes may be of parts not saved (a head) or figures of
+		// no tensor (the unused hidden_size of a CNN), and are doubtful.
 		if !active {
-			continue
+			if ci > 0 {
+				continue
+			}
+			for i, cl := range claims {
+				if cl.role == "hidden" {
+					claims[i].seen = w.dims[cl.v]
+				}
+				claims[i].doubt = cl.doubt || cl.role != "vocab" && !(cl.role == "hidden" && len(mergeSets(w.norms, w.embeds)) == 1)
+			}
 		}
 		// A composite configuration's own sizes (CLAP's, beside its
-		// text_config and audio_config) are often those of no part.
+		// text_config and audio_config) are often those of no part: one
+		// whose text model is a part of its own, with its vocabulary.
+		// One with towers only beside it (GIT's vision_config) is the
+		// text model's.
 		composite := false
 		for cj := ci + 1; cj < len(cfgs); cj++ {
 			if strings.HasPrefix(paths[cj], paths[ci]) {
 				_, hasType := cfgs[cj]["model_type"]
-				composite = composite || hasType
+				hasVocab := slices.ContainsFunc(roleNames("vocab"), func(k string) bool { _, ok := cfgs[cj][k]; return ok })
+				composite = composite || hasType && hasVocab
 			}
 		}
-		_, hierarchical := c["depths"].([]any)
 		// Another count of layers in the configuration that is the main
 		// stack's (Blenderbot's decoder_layers beside an encoder_layers
 		// of a part not in the weights, HRM's num_layers_per_stack).
@@ -264,7 +336,7 @@ func checkSizes(m map[string]any, infos []info, st structureResult) (checked []s
 				continue
 			}
 			checked = append(checked, cl.key)
-			f := sizeFinding(cl.key, cl.role, cl.v, w, st)
+			f := sizeFinding(cl.key, cl.role, cl.v, w, st, own)
 			if cl.role == "layers" && gappedStack(st, cl.v, &f) {
 				out = append(out, f)
 				continue
@@ -273,7 +345,7 @@ func checkSizes(m map[string]any, infos []info, st structureResult) (checked []s
 				continue
 			}
 			switch {
-			case cl.doubt, composite,
+			case cl.doubt, composite && cl.role != "vocab",
 				cl.role == "layers" && (otherLayers(strings.TrimPrefix(cl.key, paths[ci])) || hasList(c, cl.v)),
 				cl.role == "hidden" && (hierarchical):
 				f.Severity = Warning
@@ -282,6 +354,36 @@ func checkSizes(m map[string]any, infos []info, st structureResult) (checked []s
 		}
 	}
 	return checked, out
+}
+
+// stackWidths returns the widths a stack of blocks may have: the lengths
+// of its blocks' 1-D normalization weights, but for batch norms (a
+// convolution's channels, not the residual width), and its blocks' most
+// common dimension (the residual width, where the norms are of other
+// widths: of queries and keys, of a concatenation), that first; none for
+// a stack without tensors of more than one element.
+func stackWidths(s *stack) []uint64 {
+	var norms []uint64
+	dims := map[uint64]int{}
+	for _, b := range s.blocks {
+		for suf, t := range b {
+			for _, d := range t.Shape {
+				if d > 1 {
+					dims[d]++
+				}
+			}
+			mod := suf[:strings.LastIndexByte(suf, '.')+1]
+			if len(t.Shape) == 1 && t.Shape[0] > 1 && role.IsNorm(role.Module("x."+suf)) && b[mod+"running_mean"].Shape == nil {
+				norms = append(norms, t.Shape[0])
+			}
+		}
+	}
+	var out []uint64
+	if len(dims) > 0 {
+		out = append(out, mostCommon(dims))
+	}
+	slices.Sort(norms)
+	return append(out, slices.Compact(norms)...)
 }
 
 // gappedStack reports whether an outermost stack of blocks is numbered
@@ -366,7 +468,10 @@ func isLayerCount(k string) bool {
 	return true
 }
 
-func sizeFinding(key, role string, v uint64, w *witnesses, st structureResult) Finding {
+// sizeFinding says why a size is not the weights', naming a tensor that
+// shows the real one: for a hidden size, one of own, the stacks of the
+// configuration's layer count, where there are any.
+func sizeFinding(key, sizeRole string, v uint64, w *witnesses, st structureResult, own []*stack) Finding {
 	f := Finding{Severity: Error, Kind: KindConfig, Key: key}
 	sizes := func(m map[uint64]bool) string {
 		ks := slices.Sorted(maps.Keys(m))
@@ -375,23 +480,49 @@ func sizeFinding(key, role string, v uint64, w *witnesses, st structureResult) F
 		}
 		return strings.Trim(fmt.Sprint(ks), "[]")
 	}
-	switch role {
-	case "layers":
+	switch {
+	case sizeRole == "layers":
 		if s := st.main(); s != nil {
 			f.Block = s.prefix
 			f.Message = fmt.Sprintf("%s = %d, but no list in the weights has %d entries (%s has %d blocks)", key, v, v, s.prefix, s.n)
 		} else {
 			f.Message = fmt.Sprintf("%s = %d, but no list in the weights has %d entries", key, v, v)
 		}
-	case "hidden":
+	case sizeRole == "hidden" && len(own) > 0 && len(stackWidths(own[0])) > 0:
+		s := own[0]
+		width := stackWidths(s)[0]
+		f.Block = s.prefix
+		// A normalization of that width names it best, else any tensor.
+		var ref info
+		refNorm := false
+		for _, i := range slices.Sorted(maps.Keys(s.blocks)) {
+			for _, suf := range slices.Sorted(maps.Keys(s.blocks[i])) {
+				t := s.blocks[i][suf]
+				norm := len(t.Shape) == 1 && role.IsNorm(role.Module(t.Name))
+				if slices.Contains(t.Shape, width) && (ref.Name == "" || norm && !refNorm) {
+					ref, refNorm = t, norm
+				}
+			}
+		}
+		f.Tensor = ref.Name
+		f.Message = fmt.Sprintf("%s = %d, but the %d blocks of %s are %d wide (%s has shape %v)", key, v, s.n, s.prefix, width, ref.Name, ref.Shape)
+	case sizeRole == "hidden":
 		ref := w.widthRef[0]
 		f.Tensor = ref.Name
 		f.Message = fmt.Sprintf("%s = %d, but no normalization or embedding has that width (%s has shape %v; the widths are %s)", key, v, ref.Name, ref.Shape, sizes(mergeSets(w.norms, w.embeds)))
-	case "vocab":
-		t := w.vocabRef[0]
+	case sizeRole == "vocab":
+		// The output head, whose rows the vocabulary outnumbers, else the
+		// largest token table.
+		what, refs := "output head", w.heads
+		if len(refs) == 0 || slices.ContainsFunc(refs, func(t info) bool { return t.Shape[0] >= v }) {
+			what, refs = "token table", w.vocabRef
+		}
+		t := slices.MaxFunc(refs, func(a, b info) int {
+			return cmp.Or(cmp.Compare(a.Shape[0], b.Shape[0]), cmp.Compare(len(a.Shape), len(b.Shape)))
+		})
 		f.Tensor = t.Name
-		f.Message = fmt.Sprintf("%s = %d, but no tensor has that many rows or columns; the token table %s has shape %v", key, v, t.Name, t.Shape)
-	case "intermediate":
+		f.Message = fmt.Sprintf("%s = %d, but the %s %s has %d rows (shape %v)", key, v, what, t.Name, t.Shape[0], t.Shape)
+	case sizeRole == "intermediate":
 		f.Message = fmt.Sprintf("%s = %d, but no MLP weight has that size (they have %s)", key, v, sizes(w.mlp))
 	}
 	return f
