@@ -76,12 +76,14 @@ func (l *libCheck) judge(key string, ok bool, sev Severity, tensor, format strin
 	}
 }
 
-// topStacks returns the stacks of blocks that are not inside another
-// numbered entry ("transformer_blocks", "encoder.down_blocks").
+// topStacks returns the stacks of two blocks or more that are not inside
+// another numbered entry ("transformer_blocks", "encoder.down_blocks"),
+// nor an nn.Sequential of layers and blocks (a feed-forward's net.0,
+// net.2).
 func (l *libCheck) topStacks() []*stack {
 	var out []*stack
 	for _, s := range l.st.stacks {
-		if !s.nested && !s.modules {
+		if !s.nested && !s.modules && !s.mixed && s.n >= 2 {
 			out = append(out, s)
 		}
 	}
@@ -477,14 +479,21 @@ func (l *libCheck) timm(cfg map[string]any) {
 	}
 	if nf, ok := positive(cfg["num_features"]); ok && len(l.infos) > 0 {
 		seen := false
-		var sum uint64
+		// A model of several heads (one per branch or stage: heads.0,
+		// heads.1, ...; a distilled model's heads_dist.N beside them)
+		// concatenates the features of each list.
+		sums := map[string]uint64{}
 		for _, h := range heads {
 			seen = seen || h.Shape[1] == nf
-			sum += h.Shape[1]
+			list := strings.TrimSuffix(h.Name, ".weight")
+			if i := strings.LastIndexByte(list, '.'); i >= 0 {
+				list = list[:i]
+			}
+			sums[list] += h.Shape[1]
 		}
-		// A model of several heads (one per branch or stage) concatenates
-		// their features.
-		seen = seen || len(heads) > 1 && sum == nf
+		for _, sum := range sums {
+			seen = seen || len(heads) > 1 && sum == nf
+		}
 		for _, t := range l.infos {
 			seen = seen || len(t.Shape) == 1 && t.Shape[0] == nf && !strings.HasSuffix(t.Name, ".bias")
 		}

@@ -391,7 +391,7 @@ func stackWidths(s *stack) []uint64 {
 // if so makes f say which.
 func gappedStack(st structureResult, n uint64, f *Finding) bool {
 	for _, s := range st.stacks {
-		if !s.nested && !s.modules && !s.named && gapped(s, n, f) {
+		if !s.nested && !s.modules && !s.mixed && !s.named && gapped(s, n, f) {
 			return true
 		}
 	}

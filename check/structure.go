@@ -980,8 +980,7 @@ func transposed(shape []uint64, self int, suffix string, have []int, blocks map[
 // tensor of blocks of other stages whose widths differ: each block's
 // shapes are divided by its width (the length of its normalizations, else
 // its most common dimension), and a tensor whose shape so measured is the
-// reverse of what at least two other blocks have, and of no other block,
-// is transposed. Swin's or PVT's stages of one block each are judged so.
+// reverse of what every other block has, two or more, is transposed. Swin's or PVT's stages of one block each are judged so.
 func relativeTransposed(es []entry) []Finding {
 	type rel struct{ a, b float64 }
 	rels := map[string]map[int]rel{} // suffix → entry → relative shape
@@ -1014,7 +1013,7 @@ func relativeTransposed(es []entry) []Finding {
 					reversed++
 				}
 			}
-			if same == 0 && reversed >= 2 {
+			if same == 0 && reversed >= 2 && reversed == len(m)-1 {
 				t := es[i].tensors[suf]
 				out = append(out, Finding{Severity: Error, Kind: KindStructure, Tensor: t.Name, Block: es[i].name,
 					Message: fmt.Sprintf("%v %v (transposed): in %d blocks of other widths, %s is shaped the other way round for their widths", t.DType, t.Shape, reversed, suf)})
