@@ -2,24 +2,20 @@ package check
 
 import (
 	"fmt"
-	"slices"
 )
 
 // byDesign takes out of findings the all-zero tensors that a model holds
-// by design, and returns the others and the names of those taken out. A
-// tensor is zero by design when it is
-//   - a vector, or a few vectors (every dimension but one of at most 8):
-//     biases, normalization statistics, gates, scales, an AdaLoRA E, a
-//     table of modulation shifts;
-//   - a learnt token ([1, n, width]): a class or mask token, positions
-//     that start at zero;
-//   - zero in every block of its stack that has it, at least two: the
-//     adapter matrix that a low-rank adapter starts at zero (LoRA's B,
-//     LoKr's w1), the zero convolutions of a ControlNet, an adaLN-Zero
-//     modulation.
-//
-// A weight matrix zero in one block where the blocks like it hold values
-// is not by design, nor is one outside the blocks.
+// by design, and returns the others and the names of those taken out.
+// Models start many tensors at zero: biases, normalization weights and
+// statistics, gates and scales (a vector, or a few: every dimension but
+// one of at most 8), learnt tokens and positions, the matrix of a
+// low-rank adapter that starts at zero (LoRA's B, LoKr's w1), and the
+// layers that a diffusion model starts at zero so that a branch adds
+// nothing at first (a ControlNet's zero convolutions, an adaLN-Zero
+// modulation, an output projection). So a matrix of all zeros is reported
+// only where the model shows that it should hold values: in a block whose
+// like in another block of its stack holds values, or as a token
+// embedding or a language model's head. Any other is zero by design.
 func byDesign(findings []Finding, infos []info, st structureResult) (kept []Finding, design []string) {
 	zero := map[string]bool{}
 	for _, f := range findings {
@@ -30,41 +26,53 @@ func byDesign(findings []Finding, infos []info, st structureResult) (kept []Find
 	if len(zero) == 0 {
 		return findings, nil
 	}
-	// For each zero tensor, whether every tensor of its suffix in the
-	// blocks of one of its stacks is zero, in two blocks or more.
-	consistent := map[string]bool{}
+	// The zero tensors whose like in another block holds values.
+	unlike := map[string]bool{}
 	for _, s := range st.stacks {
+		if s.modules || s.named {
+			continue // different layers (conv1 to conv4, the last at zero), not blocks alike
+		}
 		bySuffix := map[string][]string{}
-		for _, b := range s.blocks {
+		for i, b := range s.blocks {
+			if s.mixed && s.single(i) {
+				continue
+			}
 			for suf, t := range b {
 				bySuffix[suf] = append(bySuffix[suf], t.Name)
 			}
 		}
 		for _, names := range bySuffix {
-			if len(names) < 2 || !allOf(names, zero) {
-				continue
+			values := false
+			for _, n := range names {
+				values = values || !zero[n]
 			}
 			for _, n := range names {
-				consistent[n] = true
+				unlike[n] = unlike[n] || values && zero[n]
 			}
 		}
 	}
+	expected := map[string]bool{}
 	shapes := map[string][]uint64{}
 	for _, t := range infos {
 		if zero[t.Name] {
 			shapes[t.Name] = t.Shape
+			table, head := isTokenTable(t.Name, t.Shape)
+			expected[t.Name] = table || head
 		}
 	}
 	for _, f := range findings {
-		if f.Kind == KindZero {
-			if s := shapes[f.Tensor]; vectors(s) || len(s) >= 3 && s[0] == 1 || consistent[f.Tensor] {
-				design = append(design, f.Tensor)
-				continue
-			}
+		if f.Kind == KindZero && (vectors(shapes[f.Tensor]) || !unlike[f.Tensor] && !expected[f.Tensor]) {
+			design = append(design, f.Tensor)
+			continue
 		}
 		kept = append(kept, f)
 	}
 	return kept, design
+}
+
+// designNote is the report's note on the tensors zero by design.
+func designNote(design []string) string {
+	return fmt.Sprintf("%d tensors all zeros, as models start biases, statistics, gates, tokens, adapter matrices and zero-initialized layers (e.g. %q): not reported", len(design), design[0])
 }
 
 // vectors reports whether a shape is that of one vector or a few: every
@@ -77,13 +85,4 @@ func vectors(shape []uint64) bool {
 		}
 	}
 	return large <= 1
-}
-
-func allOf(names []string, set map[string]bool) bool {
-	return !slices.ContainsFunc(names, func(n string) bool { return !set[n] })
-}
-
-// designNote is the report's note on the tensors zero by design.
-func designNote(design []string) string {
-	return fmt.Sprintf("%d tensors all zeros by design, as models initialize biases, normalization statistics, gates, tokens and adapter matrices (e.g. %q): not reported", len(design), design[0])
 }
