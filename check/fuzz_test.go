@@ -14,9 +14,11 @@ import (
 )
 
 // FuzzRun checks any config.json against any set of tensor names, dtypes
-// and shapes (a line each: name, dtype, dimensions separated by commas):
-// Run never panics, and fails only with ErrInvalidConfig. The seeds are the
-// tiny models of testdata/models.
+// and shapes (a line each: name, dtype, dimensions separated by commas),
+// the same JSON given as each other library's configuration file too: Run
+// never panics, and fails only with ErrInvalidConfig. The seeds are the
+// tiny models of testdata/models and a model of each library of the
+// libraries corpus.
 func FuzzRun(f *testing.F) {
 	entries, err := os.ReadDir(models)
 	if err != nil {
@@ -45,6 +47,26 @@ func FuzzRun(f *testing.F) {
 		r.Close()
 		f.Add(config, spec.String())
 	}
+	seen := map[string]bool{}
+	for _, p := range loadLibraries(f) {
+		if seen[p.Library] || len(p.Tensors) > 400 {
+			continue
+		}
+		seen[p.Library] = true
+		var config []byte
+		for _, data := range p.Files {
+			config = data
+		}
+		var spec strings.Builder
+		for _, t := range p.Tensors {
+			var dims []string
+			for _, d := range t[2].([]any) {
+				dims = append(dims, strconv.FormatUint(uint64(d.(float64)), 10))
+			}
+			fmt.Fprintf(&spec, "%s %s %s\n", t[0], t[1], strings.Join(dims, ","))
+		}
+		f.Add(config, spec.String())
+	}
 	f.Fuzz(func(t *testing.T, config []byte, spec string) {
 		src, ok := fuzzSource(spec)
 		if !ok {
@@ -53,6 +75,13 @@ func FuzzRun(f *testing.F) {
 		_, err := Run(t.Context(), src, Config(config), Workers(2))
 		if err != nil && !errors.Is(err, ErrInvalidConfig) {
 			t.Fatalf("Run: %v", err)
+		}
+		files := map[string][]byte{}
+		for _, name := range libraryFiles {
+			files[name] = config
+		}
+		if _, err := run(t.Context(), src, &settings{maxAbs: DefaultMaxAbs, workers: 2, files: files}); err != nil {
+			t.Fatalf("run with %v: %v", libraryFiles, err)
 		}
 	})
 }

@@ -876,11 +876,15 @@ func inputOnly(shape []uint64, want string) bool {
 	if len(shape) < 2 {
 		return false
 	}
-	alt := slices.Clone(shape)
+	fields := strings.Fields(strings.Trim(want, "[]"))
 	var d uint64
-	if _, err := fmt.Sscan(strings.Fields(strings.Trim(want, "[]"))[1], &d); err != nil {
+	if len(fields) != len(shape) {
 		return false
 	}
+	if _, err := fmt.Sscan(fields[1], &d); err != nil {
+		return false
+	}
+	alt := slices.Clone(shape)
 	alt[1] = d
 	return fmt.Sprint(alt) == want
 }
@@ -1002,17 +1006,16 @@ func relativeTransposed(es []entry) []Finding {
 	var out []Finding
 	for _, suf := range slices.Sorted(maps.Keys(rels)) {
 		m := rels[suf]
-		for i, r := range m {
-			same, reversed := 0, 0
-			for j, o := range m {
-				switch {
-				case j == i:
-				case o == r:
-					same++
-				case o == rel{r.b, r.a}:
-					reversed++
-				}
-			}
+		count := map[rel]int{}
+		for _, r := range m {
+			count[r]++
+		}
+		if len(count) != 2 {
+			continue // one shape for all, or several: no consensus to break
+		}
+		for _, i := range slices.Sorted(maps.Keys(m)) {
+			r := m[i]
+			same, reversed := count[r]-1, count[rel{r.b, r.a}]
 			if same == 0 && reversed >= 2 && reversed == len(m)-1 {
 				t := es[i].tensors[suf]
 				out = append(out, Finding{Severity: Error, Kind: KindStructure, Tensor: t.Name, Block: es[i].name,
