@@ -518,6 +518,9 @@ func (s *stack) entryList(nums []int, view func(int) map[string]info) []entry {
 // convolutions it mixes).
 func (s *stack) missing(nums []int, embedNorm bool) []Finding {
 	all := func(b int) map[string]info { return s.blocks[b] }
+	if s.named && len(nums) < 3 {
+		return nil // attn1 and attn2: self- and cross-attention, of other kinds
+	}
 	if s.modules {
 		// A list of single layers of one type (their tensors of the
 		// same ranks: convolutions, norms): one lacking a tensor that two
@@ -666,7 +669,7 @@ func lacking(es []entry, embedNorm bool, reported map[string]bool, sameShapes bo
 					d = append(d, suf, suf)
 				case !ok:
 					d = append(d, suf)
-				case sameShapes && variantOf(o) != variantOf(t):
+				case sameShapes && (o.DType != t.DType || len(o.Shape) != len(t.Shape)):
 					d = append(d, suf, suf) // not alike
 				}
 			}
@@ -691,8 +694,8 @@ func lacking(es []entry, embedNorm bool, reported map[string]bool, sameShapes bo
 		sev := Error
 		switch {
 		case whole && e.first && embedNorm && role.IsNorm(role.Module(extra)),
-			whole && holders == 1,
-			whole && shortcut(es[peer[0]].tensors[extra]),
+			whole && holders == 1 && !normed(own, extra),
+			whole && shortcut(extra, es[peer[0]].tensors[extra]),
 			e.first && isBare(extra, es[peer[0]].tensors[extra]),
 			e.first && e.nested && shorterList(own, extra):
 			sev = Warning
@@ -724,11 +727,34 @@ func shorterList(own map[string]info, suffix string) bool {
 	return false
 }
 
-// shortcut reports whether t is a 1×1 convolution between two widths:
-// the projection of a residual shortcut, which a block has only where its
-// width changes.
-func shortcut(t info) bool {
+// normed reports whether a block holds the normalization that follows the
+// layer whose tensor suffix names: conv3_1x1.bn beside conv3_1x1.conv, a
+// layer that cannot be missing by design where its norm is present.
+func normed(own map[string]info, suffix string) bool {
+	segs := strings.Split(suffix, ".")
+	if len(segs) < 3 {
+		return false
+	}
+	parent := strings.Join(segs[:len(segs)-2], ".") + "."
+	for suf := range own {
+		if rest, ok := strings.CutPrefix(suf, parent); ok {
+			if m := rest[:strings.IndexByte(rest+".", '.')]; role.IsNorm(m) || strings.HasPrefix(strings.ToLower(m), "bn") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// shortcut reports whether t, named suffix, is a residual shortcut's
+// projection (a skip, shortcut or downsample module's 1×1 convolution
+// between two widths), which a block has only where its width changes.
+func shortcut(name string, t info) bool {
 	if len(t.Shape) < 3 || t.Shape[0] == t.Shape[1] {
+		return false
+	}
+	mod := strings.ToLower(name)
+	if !strings.Contains(mod, "skip") && !strings.Contains(mod, "shortcut") && !strings.Contains(mod, "downsample") {
 		return false
 	}
 	for _, k := range t.Shape[2:] {
