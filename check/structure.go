@@ -300,11 +300,11 @@ func (s *stack) check(embedNorm bool) []Finding {
 // of the same pattern skip too is by design, and entries numbered in
 // their names (norm_sublayer1, norm_sublayer3) are not a list.
 func (s *stack) gaps(nums []int, sig map[int]string) []Finding {
-	if s.named || s.modules && (len(nums) < 3 || !s.oneKind(sig)) {
+	if s.named || s.modules && !s.oneKind(sig) {
 		return nil
 	}
 	regular := periodic(nums)
-	list := !s.mixed && nums[0] == 0 && !regular
+	list := !s.mixed && nums[0] == 0 && !regular && (!s.modules || len(nums) >= 3)
 	var missing []string
 	for j := 1; j < len(nums) && len(missing) <= 10; j++ {
 		a, b := nums[j-1], nums[j]
@@ -312,7 +312,7 @@ func (s *stack) gaps(nums []int, sig map[int]string) []Finding {
 		case b == a+1:
 			continue
 		case !s.modules && !regular && s.alike(a, b, sig):
-		case list && (!chained(s.blocks[a], s.blocks[b]) || len(nums) >= 3 && b == a+2 && predicted(a+1, sig)):
+		case list && (!chained(s.blocks[a], s.blocks[b]) || len(nums) >= 3 && b == a+2 && predicted(a+1, s.blocks)):
 		case !regular && b == a+2 && s.heldElsewhere(a+1, sig):
 		default:
 			continue
@@ -358,22 +358,24 @@ func signature(block map[string]info) string {
 	return strings.Join(slices.Sorted(maps.Keys(block)), "\x00")
 }
 
-// predicted reports whether the kinds of the entries of a list (sig, the
-// names of their tensors) recur with a period p that puts one at i: the
-// entries i-p and i+p are of one kind, and wherever two entries p apart
-// are present, as some are, they are of one kind (WAN's resnet, resnet,
-// downsampler, resnet, ...; one kind of block throughout).
-func predicted(i int, sig map[int]string) bool {
+// predicted reports whether the kinds of the entries of a list recur
+// with a period p that puts one at i: the entries i-p and i+p are of one
+// kind, and wherever two entries p apart are present, as some are, they
+// are of one kind (WAN's resnet, downsampler, resnet, ...; one kind of
+// block throughout). Blocks are of one kind when half of their tensors or
+// more are of the same names (a resnet with a shortcut is one, a
+// downsampler with a temporal convolution too).
+func predicted(i int, blocks map[int]map[string]info) bool {
 	for p := 1; p <= 16; p++ {
-		before, okb := sig[i-p]
-		after, oka := sig[i+p]
-		if !okb || !oka || before != after {
+		before, okb := blocks[i-p]
+		after, oka := blocks[i+p]
+		if !okb || !oka || !sameKind(before, after) {
 			continue
 		}
 		ok, seen := true, false
-		for n, k := range sig {
-			if m, has := sig[n+p]; has {
-				ok = ok && m == k
+		for n, k := range blocks {
+			if m, has := blocks[n+p]; has {
+				ok = ok && sameKind(m, k)
 				seen = true
 			}
 		}
@@ -382,6 +384,18 @@ func predicted(i int, sig map[int]string) bool {
 		}
 	}
 	return false
+}
+
+// sameKind reports whether half of the tensors of each of two blocks, or
+// more, are of names both have.
+func sameKind(a, b map[string]info) bool {
+	both := 0
+	for suf := range a {
+		if _, ok := b[suf]; ok {
+			both++
+		}
+	}
+	return both > 0 && 2*both >= len(a) && 2*both >= len(b)
 }
 
 // periodic reports whether the numbers present, from the first to the
