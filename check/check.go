@@ -1,24 +1,39 @@
 // Package check checks a model's weights before they are used: the values
 // of every tensor (NaN, infinities, all-zero tensors, values of unusual
 // magnitude), the dtypes (float tensors of mixed dtypes), the structure of
-// the numbered blocks, and the model's config.json against the weights.
+// the numbered blocks, and the model's configuration files against the
+// weights.
 //
-// The structure check learns what the model is before it judges: blocks of
-// several kinds (MoE and dense MLPs, attention and SSM, convolution or
-// recurrent mixers, cross-attention in some layers, sliding and global
-// attention of other shapes), tensors of the first or last block only, the
-// stages of a hierarchy and lists numbered like blocks that are not
-// blocks are all healthy. It reports what the rest of the model shows to
-// be a defect: a tensor missing from one block that the blocks like it
-// have, a tensor transposed, a shape or dtype unlike the other blocks'
-// where nothing else in its block differs, a gap between blocks alike.
-// What may be intended is a warning.
+// The structure check finds the model's stacks from the names and shapes
+// alone: every numbered sequence at any depth and under any name
+// (model.layers.N, transformer_blocks.N, down_blocks.N.resnets.N,
+// stages.N.blocks.N, ResNet's layer1 to layer4). It learns what the model
+// is before it judges: blocks of several kinds (MoE and dense MLPs,
+// attention and SSM, a stage's first block with its shortcut), tensors of
+// the first or last block only, the stages of a hierarchy whose widths
+// grow, an nn.Sequential of layers and parameterless modules, and lists
+// numbered like blocks that are not blocks are all healthy. A block is
+// judged against others of its kind, in its stack and in the stacks of the
+// same pattern (the resnets of every down block); a defect is what the rest
+// of the model shows to be one: a tensor missing from one block, a tensor
+// transposed (against its siblings, its own bias, or its block's width),
+// a block missing (a gap between blocks alike, in a list whose kinds recur,
+// or between stages that no longer chain). What may be intended is a
+// warning; each defect is reported once, by the rule that says most.
 //
-// The configuration is checked for every architecture: the layer count,
-// hidden size, vocabulary and MLP width that config.json and its
-// sub-configurations give (under each name transformers stores them as)
-// must be sizes the weights have ([Report.Checked] lists the keys
-// checked); for the families in [Families], every shape is checked too.
+// The configuration is checked for every library that names sizes:
+// transformers' config.json for every architecture (the layer count, hidden
+// size, vocabulary and MLP width under each name transformers stores them
+// as, and, for the families in [Families], every shape), diffusers' model
+// configurations, timm's, peft's adapter_config.json, sentence-transformers'
+// module configurations and open_clip's open_clip_config.json;
+// [Report.Checked] lists the keys checked.
+//
+// A tensor all zeros is a warning where the model shows it should hold
+// values (a matrix whose like in other blocks holds values, a token table,
+// a language model's head); the many that models start at zero by design
+// (biases, normalization statistics, adapter matrices, zero-initialized
+// layers) are counted in [Report.ZeroByDesign].
 //
 // [Model] checks a model as the checkpoint package opens it (a file, a
 // sharded checkpoint, a folder of any library's layout, a model of several
