@@ -324,3 +324,68 @@ func TestLibrariesDetection(t *testing.T) {
 		assert.GreaterOrEqual(t, float64(found[kind])/float64(total[kind]), share, "%s: %d of %d found", kind, found[kind], total[kind])
 	}
 }
+
+// The causes of the false alarms and misses that the structure check once
+// had on other libraries' models, each with models that show it: healthy,
+// they give no error; with the defect, an error names it.
+var libraryCauses = []struct {
+	cause  string
+	model  string
+	defect string // "block X": X removed; "tensor X": X removed; "transposed X"; "" healthy only
+	want   string // what an error must name, if not X
+}{
+	{"nn.Sequential of unlike layers, convolutions without bias", "diffusers/AutoencoderTiny", "block decoder.layers.3", ""},
+	{"branches of different widths in one list", "timm/crossvit_tiny_240", "", ""},
+	{"a stage's first block with its own shortcut", "timm/maxvit_nano_rw_256", "tensor stages.1.blocks.1.conv.conv2_kxk.weight", ""},
+	{"a stage's first block with its own shortcut", "timm/resnetv2_18", "", ""},
+	{"a stage's first block mixing other kernel sizes", "timm/mixnet_s", "tensor blocks.3.1.conv_pwl.1.weight", ""},
+	{"a middle block between a stage's unlike first block and the next", "timm/mobilenetv3_small_100", "block blocks.2.1", ""},
+	{"a middle block between a stage's unlike first block and the next", "timm/semnasnet_100", "block blocks.3.1", ""},
+	{"a middle block between a stage's unlike first block and the next", "timm/hgnetv2_b0", "tensor stages.2.blocks.1.layers.1.conv1.conv.weight", ""},
+	{"a whole stage between stages of other widths", "timm/efficientnet_b0", "block blocks.3", ""},
+	{"a whole stage between stages of other widths", "timm/tinynet_e", "block blocks.3", ""},
+	{"a whole stage between stages of other widths", "timm/ghostnet_100", "block blocks.4", ""},
+	{"a whole stage between stages of other widths", "timm/hardcorenas_a", "block blocks.3", ""},
+	{"stacks under other names than transformers': the last block, against num_layers", "diffusers/FluxTransformer2DModel", "block transformer_blocks.1", "num_layers = 2, but transformer_blocks has 1 blocks"},
+	{"stacks under other names than transformers'", "diffusers/FluxTransformer2DModel", "tensor single_transformer_blocks.1.proj_mlp.weight", ""},
+	{"stacks nested in stages", "pipe/StableDiffusionPipeline/unet", "tensor down_blocks.1.resnets.1.conv1.weight", ""},
+	{"ResNet's layer1 to layer4", "timm/resnet18", "tensor layer2.1.conv1.weight", ""},
+}
+
+func TestLibrariesCauses(t *testing.T) {
+	parts := map[string]libraryPart{}
+	for _, p := range loadLibraries(t) {
+		parts[p.String()] = p
+	}
+	for _, c := range libraryCauses {
+		p, ok := parts[c.model]
+		require.True(t, ok, "%s: %s is in the corpus", c.cause, c.model)
+		ts := p.tensors(t)
+		clean := runPart(t, p, ts)
+		assert.Empty(t, errorLines(clean), "%s: %s", c.cause, c.model)
+		if c.defect == "" {
+			continue
+		}
+		what, name, _ := strings.Cut(c.defect, " ")
+		planted := slices.Clone(ts)
+		switch what {
+		case "block":
+			planted = slices.DeleteFunc(planted, func(x safetensors.Tensor) bool { return strings.HasPrefix(x.Name, name+".") })
+		case "tensor":
+			planted = slices.DeleteFunc(planted, func(x safetensors.Tensor) bool { return x.Name == name })
+		case "transposed":
+			for i, x := range planted {
+				if x.Name == name {
+					planted[i].Shape = []uint64{x.Shape[1], x.Shape[0]}
+					ts = nil // planted
+				}
+			}
+		}
+		require.NotEqual(t, len(ts), len(planted), "%s: %s: %s is in the model", c.cause, c.model, name)
+		ts = planted
+		if c.want != "" {
+			name = c.want
+		}
+		assert.NotEmpty(t, namedErrors(runPart(t, p, ts), clean, name), "%s: %s: %s", c.cause, c.model, c.defect)
+	}
+}

@@ -76,14 +76,14 @@ func (l *libCheck) judge(key string, ok bool, sev Severity, tensor, format strin
 	}
 }
 
-// topStacks returns the stacks of two blocks or more that are not inside
-// another numbered entry ("transformer_blocks", "encoder.down_blocks"),
-// nor an nn.Sequential of layers and blocks (a feed-forward's net.0,
-// net.2).
+// topStacks returns the stacks of blocks that are not inside another
+// numbered entry ("transformer_blocks", "encoder.down_blocks"), nor an
+// nn.Sequential of layers and blocks (a feed-forward's net.0, net.2), nor
+// numbered in their names (attn1).
 func (l *libCheck) topStacks() []*stack {
 	var out []*stack
 	for _, s := range l.st.stacks {
-		if !s.nested && !s.modules && !s.mixed && s.n >= 2 {
+		if !s.nested && !s.modules && !s.mixed && !s.named {
 			out = append(out, s)
 		}
 	}
@@ -186,13 +186,17 @@ func (l *libCheck) diffusers(cfg map[string]any) {
 		if len(cands) == 0 {
 			continue
 		}
-		best, seen := cands[0], false
+		best, seen, sum := cands[0], false, uint64(0)
 		for _, s := range cands {
 			seen = seen || uint64(s.n) == v
+			sum += uint64(s.n)
 			if s.n > best.n {
 				best = s
 			}
 		}
+		// Layers split among stacks, and a middle block of its own
+		// (UniDiffuser's in, mid and out blocks).
+		seen = seen || len(cands) > 1 && sum <= v && v <= sum+1
 		// A ControlNet copies a part of the base model whose
 		// configuration it keeps: the first half of its blocks or fewer
 		// (HunyuanDiT's, half less one).
