@@ -90,6 +90,33 @@ func (l *libCheck) topStacks() []*stack {
 	return out
 }
 
+// lookalike reports whether a module outside every stack holds the
+// tensors of a block of one of stacks, half of them or more: a block of
+// the model's layers that no stack numbers (UniDiffuser's mid block).
+func (l *libCheck) lookalike(stacks []*stack) bool {
+	for _, s := range stacks {
+		first := slices.Min(slices.Collect(maps.Keys(s.blocks)))
+		block := s.blocks[first]
+		count := map[string]int{}
+		for _, t := range l.infos {
+			if numbered(t.Name) {
+				continue
+			}
+			for suf := range block {
+				if p, ok := strings.CutSuffix(t.Name, "."+suf); ok {
+					count[p]++
+				}
+			}
+		}
+		for _, c := range count {
+			if 2*c >= len(block) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // layerWords are the words of a layer count's key that say nothing of
 // which stack it counts.
 var layerWords = map[string]bool{"num": true, "n": true, "layers": true, "layer": true, "blocks": true, "block": true, "depth": true, "per": true, "transformer": true, "hidden": true}
@@ -186,21 +213,22 @@ func (l *libCheck) diffusers(cfg map[string]any) {
 		if len(cands) == 0 {
 			continue
 		}
-		best, seen, sum := cands[0], false, uint64(0)
+		best, seen, sev := cands[0], false, Error
 		for _, s := range cands {
 			seen = seen || uint64(s.n) == v
-			sum += uint64(s.n)
 			if s.n > best.n {
 				best = s
 			}
 		}
-		// Layers split among stacks, and a middle block of its own
-		// (UniDiffuser's in, mid and out blocks).
-		seen = seen || len(cands) > 1 && sum <= v && v <= sum+1
+		// The model's layers split among stacks and a block outside them
+		// (UniDiffuser's in, mid and out blocks, num_layers // 2 each
+		// side) count otherwise: in doubt, a warning.
+		if !seen && len(words) == 0 && len(cands) > 1 && l.lookalike(cands) {
+			sev = Warning
+		}
 		// A ControlNet copies a part of the base model whose
 		// configuration it keeps: the first half of its blocks or fewer
 		// (HunyuanDiT's, half less one).
-		sev := Error
 		if control && uint64(best.n)*2 < v {
 			sev = Warning
 		}
