@@ -1,12 +1,9 @@
 package check
 
 import (
-	"bufio"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"math"
-	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -30,54 +27,18 @@ type architecture struct {
 	Tensors [][]any         `json:"tensors"`
 }
 
-// tensors returns the architecture's tensors: those the corpus fills with
-// a non-finite value hold it (as F32), the others no values, which the
-// value checks skip.
+// tensors returns the architecture's tensors, as corpusTensors makes them.
 func (a architecture) tensors(t testing.TB) []safetensors.Tensor {
-	var out []safetensors.Tensor
-	for _, e := range a.Tensors {
-		require.GreaterOrEqual(t, len(e), 3, a.Type)
-		d, err := safetensors.ParseDType(e[1].(string))
-		require.NoError(t, err, a.Type)
-		var shape []uint64
-		n := uint64(1)
-		for _, x := range e[2].([]any) {
-			shape = append(shape, uint64(x.(float64)))
-			n *= uint64(x.(float64))
-		}
-		tn := safetensors.Tensor{Name: e[0].(string), DType: d, Shape: shape}
-		if len(e) == 4 {
-			v := float32(math.Inf(1))
-			if e[3] == "-inf" {
-				v = float32(math.Inf(-1))
-			}
-			vals := make([]float32, n)
-			for i := range vals {
-				vals[i] = v
-			}
-			tn, err = safetensors.TensorFromFloat32s(tn.Name, safetensors.F32, shape, vals, safetensors.RoundNearestEven)
-			require.NoError(t, err)
-		}
-		out = append(out, tn)
-	}
-	return out
+	return corpusTensors(t, a.Type, a.Tensors)
 }
 
 func loadArchitectures(t testing.TB) map[string]architecture {
-	f, err := os.Open(architecturesFile)
-	require.NoError(t, err)
-	defer f.Close()
-	z, err := gzip.NewReader(f)
-	require.NoError(t, err)
-	sc := bufio.NewScanner(z)
-	sc.Buffer(nil, 64<<20)
 	archs := map[string]architecture{}
-	for sc.Scan() {
+	readLines(t, architecturesFile, func(line []byte) {
 		var a architecture
-		require.NoError(t, json.Unmarshal(sc.Bytes(), &a))
+		require.NoError(t, json.Unmarshal(line, &a))
 		archs[a.Type] = a
-	}
-	require.NoError(t, sc.Err())
+	})
 	require.Greater(t, len(archs), 450)
 	return archs
 }

@@ -1,11 +1,8 @@
 package check
 
 import (
-	"bufio"
-	"compress/gzip"
 	"encoding/json"
 	"fmt"
-	"math"
 	"os"
 	"regexp"
 	"slices"
@@ -42,42 +39,9 @@ func (p libraryPart) String() string {
 	return p.Model + "/" + p.Part
 }
 
-// tensors returns the part's tensors: those the corpus records as all
-// zeros hold zeros (up to 1M elements), those of one non-finite value
-// hold it, the others no values, which the value checks skip.
+// tensors returns the part's tensors, as corpusTensors makes them.
 func (p libraryPart) tensors(t testing.TB) []safetensors.Tensor {
-	var out []safetensors.Tensor
-	for _, e := range p.Tensors {
-		require.GreaterOrEqual(t, len(e), 3, p.String())
-		d, err := safetensors.ParseDType(e[1].(string))
-		require.NoError(t, err, p.String())
-		var shape []uint64
-		n := uint64(1)
-		for _, x := range e[2].([]any) {
-			shape = append(shape, uint64(x.(float64)))
-			n *= uint64(x.(float64))
-		}
-		tn := safetensors.Tensor{Name: e[0].(string), DType: d, Shape: shape}
-		if len(e) == 4 && n <= 1<<20 {
-			switch e[3] {
-			case "zero":
-				tn.Data = make([]byte, (n*uint64(d.Bits())+7)/8)
-			case "inf", "-inf":
-				v := float32(math.Inf(1))
-				if e[3] == "-inf" {
-					v = -v
-				}
-				vals := make([]float32, n)
-				for i := range vals {
-					vals[i] = v
-				}
-				tn, err = safetensors.TensorFromFloat32s(tn.Name, safetensors.F32, shape, vals, safetensors.RoundNearestEven)
-				require.NoError(t, err)
-			}
-		}
-		out = append(out, tn)
-	}
-	return out
+	return corpusTensors(t, p.String(), p.Tensors)
 }
 
 // settings returns the settings that Model would give the part: its
@@ -106,22 +70,14 @@ func librariesPath() string {
 }
 
 func loadLibraries(t testing.TB) []libraryPart {
-	f, err := os.Open(librariesPath())
-	require.NoError(t, err)
-	defer f.Close()
-	z, err := gzip.NewReader(f)
-	require.NoError(t, err)
-	sc := bufio.NewScanner(z)
-	sc.Buffer(nil, 64<<20)
 	var parts []libraryPart
-	for sc.Scan() {
+	readLines(t, librariesPath(), func(line []byte) {
 		var p libraryPart
-		require.NoError(t, json.Unmarshal(sc.Bytes(), &p))
+		require.NoError(t, json.Unmarshal(line, &p))
 		if len(p.Tensors) > 0 {
 			parts = append(parts, p)
 		}
-	}
-	require.NoError(t, sc.Err())
+	})
 	return parts
 }
 
