@@ -142,11 +142,7 @@ var causes = map[string][]string{
 // that has the same tensors as another block, the block's number, the
 // middle ones first.
 func mainBlocks(ts []safetensors.Tensor) (*stack, []int) {
-	infos := make([]info, len(ts))
-	for i, t := range ts {
-		infos[i] = info{Name: t.Name, DType: t.DType, Shape: t.Shape, size: uint64(len(t.Data))}
-	}
-	s := structure(infos).main()
+	s := structure(infosOf(ts)).main()
 	if s == nil {
 		return nil, nil
 	}

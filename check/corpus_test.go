@@ -68,3 +68,13 @@ func corpusTensors(t testing.TB, label string, entries [][]any) []safetensors.Te
 	}
 	return out
 }
+
+// infosOf returns the tensors as the structure and configuration rules
+// see them.
+func infosOf(ts []safetensors.Tensor) []info {
+	infos := make([]info, len(ts))
+	for i, t := range ts {
+		infos[i] = info{Name: t.Name, DType: t.DType, Shape: t.Shape, size: uint64(len(t.Data))}
+	}
+	return infos
+}

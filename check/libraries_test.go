@@ -44,6 +44,18 @@ func (p libraryPart) tensors(t testing.TB) []safetensors.Tensor {
 	return corpusTensors(t, p.String(), p.Tensors)
 }
 
+// files returns the part's configuration files, parsed.
+func (p libraryPart) files(t testing.TB) map[string]map[string]any {
+	out := map[string]map[string]any{}
+	for name, data := range p.Files {
+		var m map[string]any
+		if json.Unmarshal(data, &m) == nil && m != nil {
+			out[name] = m
+		}
+	}
+	return out
+}
+
 // settings returns the settings that Model would give the part: its
 // config.json and its other configuration files.
 func (p libraryPart) settings() *settings {
