@@ -245,6 +245,9 @@ func TestLibrariesDetection(t *testing.T) {
 	if _, err := os.Stat(librariesPath()); err != nil {
 		t.Skip("no libraries corpus")
 	}
+	if testing.Short() {
+		t.Skip("a measurement over the corpus: run without -short")
+	}
 	found, total := map[string]int{}, map[string]int{}
 	var missed []string
 	for _, p := range loadLibraries(t) {
