@@ -158,13 +158,15 @@ func splitBlocks(name string, max int) []split {
 // structure groups the tensors by block, at every level of nesting, and
 // judges each stack of blocks as its model makes it: blocks of several
 // kinds (attention and SSM or convolution mixers, MoE and dense MLPs,
-// cross-attention in some layers), tensors in the first or last block
-// only, and stages of a hierarchy whose shapes grow from stage to stage
-// are all healthy. What it reports is what the rest of the stack shows to
-// be a defect: a block that lacks one tensor that blocks otherwise like it
-// have, a tensor whose shape or dtype differs from that of the other
-// blocks where nothing else in its block does, a tensor transposed, and a
-// gap in the numbering of blocks alike.
+// cross-attention in some layers, a stage's first block), tensors in the
+// first or last block only, and stages of a hierarchy whose shapes grow
+// from stage to stage are all healthy. What it reports is what the rest of
+// the model shows to be a defect: a block that lacks one tensor that
+// blocks like it have (in its stack or in the stacks of its pattern), a
+// tensor whose shape or dtype differs from that of the other blocks where
+// nothing else in its block does, a tensor transposed (against the other
+// blocks, its bias, or its block's width), and a block missing (gaps).
+// Each defect is reported once.
 func structure(infos []info) structureResult {
 	var res structureResult
 	byPrefix := map[string]*stack{}
@@ -296,9 +298,11 @@ func (s *stack) check(embedNorm bool) []Finding {
 // only gaps between blocks alike are reported. Between blocks that differ,
 // a gap whose blocks chain (the second reads a width the first writes: a
 // convolution, an upsampling without parameters, a convolution) is by
-// design too. A number that other stacks
-// of the same pattern skip too is by design, and entries numbered in
-// their names (norm_sublayer1, norm_sublayer3) are not a list.
+// design too, unless the kinds of the list's entries recur with a period
+// that puts one there, or another stack of the same pattern has that
+// entry. A number that other stacks of the same pattern skip too is by
+// design, and entries numbered in their names (norm_sublayer1,
+// norm_sublayer3) are not a list.
 func (s *stack) gaps(nums []int, sig map[int]string) []Finding {
 	if s.named || s.modules && !s.oneKind(sig) {
 		return nil
@@ -331,9 +335,9 @@ func (s *stack) gaps(nums []int, sig map[int]string) []Finding {
 }
 
 // chained reports whether block b reads the width that block a writes:
-// b takes in from outside the width of a (the input dimension of one of
-// its weights of 2 or more dimensions, other than 1, a depthwise
-// convolution's, that none of its weights outputs), or has a's width. A module without parameters between them (an
+// b takes in a's width from outside (as the input dimension of one of its
+// weights of 2 or more dimensions that none of its weights outputs), or
+// has a's width. A module without parameters between them (an
 // activation, a Flat(), an upsampling) keeps the width; a stage missing
 // between stages of other widths does not.
 func chained(a, b map[string]info) bool {
@@ -519,17 +523,17 @@ func (s *stack) entryList(nums []int, view func(int) map[string]info) []entry {
 // among MoE layers) have tensors the others lack, and blocks without a
 // whole module that others have (cross-attention every other layer, a
 // stage without downsampling) lack more than one, so neither is reported.
-// Three cases stay warnings, since models do them: a first block
-// without a norm that the others have (the first layer of a pre-norm
-// model whose input is already normalized), a block lacking a whole
-// module that only one other block has (T5's relative attention bias in
-// its first block, the channel-changing shortcut of a stage's first
-// block), or that is a 1×1 convolution between widths (a shortcut,
-// where a block changes its width), and a
-// first block without a scale or state vector of its own (a router
-// scaling the state of the previous layer). So is a stage's first
-// block whose list of modules is shorter (MixNet's kernels of the
-// convolutions it mixes).
+// Some cases stay warnings, since models do them: a first block without a
+// norm that the others have (the first layer of a pre-norm model whose
+// input is already normalized); a block lacking a whole module that only
+// one other block has (T5's relative attention bias in its first block,
+// the channel-changing shortcut of a stage's first block), unless the
+// module's norm is there; a block lacking a shortcut's projection (a
+// block has one only where its width changes); a first block without a
+// scale or state vector of its own (a router scaling the state of the
+// previous layer); a stage's first block whose list of modules is shorter
+// (MixNet's kernels of the convolutions it mixes). A list of single
+// layers of one type is judged too, a layer against two others or more.
 func (s *stack) missing(nums []int, embedNorm bool) []Finding {
 	all := func(b int) map[string]info { return s.blocks[b] }
 	if s.named && len(nums) < 3 {
@@ -646,12 +650,14 @@ func pattern(name string) string {
 }
 
 // lacking reports the entries whose tensors are those of no other entry
-// and those of other entries but one. With sameShapes, only where the
-// tensors they have in common have the same dtypes and shapes. An entry
+// and those of other entries but one. With sameRanks, only where the
+// tensors they have in common have the same dtypes and ranks (the same
+// module of another stage is wider). A tensor of the first block of a
+// list within the entries is left to that list's stack. An entry
 // reported is not reported again. total is the number of blocks the
 // message counts the holders among; peers, the fewest entries that the
 // tensors of the closest superset must be those of.
-func lacking(es []entry, embedNorm bool, reported map[string]bool, sameShapes bool, total, peers int) []Finding {
+func lacking(es []entry, embedNorm bool, reported map[string]bool, sameRanks bool, total, peers int) []Finding {
 	sig := make([]string, len(es))
 	group := map[string][]int{}
 	for i, e := range es {
@@ -683,7 +689,7 @@ func lacking(es []entry, embedNorm bool, reported map[string]bool, sameShapes bo
 					d = append(d, suf, suf)
 				case !ok:
 					d = append(d, suf)
-				case sameShapes && (o.DType != t.DType || len(o.Shape) != len(t.Shape)):
+				case sameRanks && (o.DType != t.DType || len(o.Shape) != len(t.Shape)):
 					d = append(d, suf, suf) // not alike
 				}
 			}
@@ -1024,7 +1030,8 @@ func transposed(shape []uint64, self int, suffix string, have []int, blocks map[
 // tensor of blocks of other stages whose widths differ: each block's
 // shapes are divided by its width (the length of its normalizations, else
 // its most common dimension), and a tensor whose shape so measured is the
-// reverse of what every other block has, two or more, is transposed. Swin's or PVT's stages of one block each are judged so.
+// reverse of what every other block has, two or more, is transposed.
+// Swin's or PVT's stages of one block each are judged so.
 func relativeTransposed(es []entry) []Finding {
 	type rel struct{ a, b float64 }
 	rels := map[string]map[int]rel{} // suffix → entry → relative shape
