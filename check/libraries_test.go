@@ -360,3 +360,31 @@ func TestLibrariesCauses(t *testing.T) {
 		assert.NotEmpty(t, namedErrors(runPart(t, p, ts), clean, name), "%s: %s: %s", c.cause, c.model, c.defect)
 	}
 }
+
+// TestQuietStructure checks models whose healthy structure once drew
+// warnings: T5's relative attention bias in the first of many blocks, and
+// RegNet's conv1 to conv3 (a grouped convolution between two 1×1).
+func TestQuietStructure(t *testing.T) {
+	archs := loadArchitectures(t)
+	parts := map[string]libraryPart{}
+	for _, p := range loadLibraries(t) {
+		parts[p.String()] = p
+	}
+	reports := map[string]*Report{}
+	for _, name := range []string{"t5", "mt5", "longt5"} {
+		a, ok := archs[name]
+		require.True(t, ok, name)
+		reports[name] = runOn(t, a.tensors(t), a.Config)
+	}
+	for _, name := range []string{"timm/regnetx_002", "timm/regnety_004"} {
+		p, ok := parts[name]
+		require.True(t, ok, name)
+		reports[name] = runPart(t, p, p.tensors(t))
+	}
+	for name, r := range reports {
+		assert.Empty(t, find(r, KindStructure, ""), name)
+		for _, f := range r.Findings {
+			assert.NotEqual(t, KindStructure, f.Kind, "%s: %s", name, f)
+		}
+	}
+}

@@ -283,7 +283,12 @@ func (s *stack) check(embedNorm bool) []Finding {
 	var out []Finding
 	out = append(out, s.gaps(nums, sig)...)
 	out = append(out, s.missing(nums, embedNorm)...)
-	out = append(out, s.shapes(nums)...)
+	if !s.named {
+		// conv1, conv2 and conv3 are layers of their own shapes (a
+		// grouped convolution between two 1×1), and layer1 to layer4
+		// stages of their own widths.
+		out = append(out, s.shapes(nums)...)
+	}
 	return out
 }
 
@@ -711,6 +716,9 @@ func lacking(es []entry, embedNorm bool, reported map[string]bool, sameRanks boo
 			}
 		}
 		whole := !hasModule(own, extra)
+		if whole && holders == 1 && len(es) > 2 && es[peer[0]].first && len(peer) == 1 {
+			continue // a module of the first block only, as T5's relative attention bias
+		}
 		sev := Error
 		switch {
 		case whole && e.first && embedNorm && role.IsNorm(role.Module(extra)),
