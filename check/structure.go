@@ -499,23 +499,23 @@ func (s *stack) alike(a, b int, sig map[int]string) bool {
 // An entry is a block of a stack, as the rule that lacking applies sees
 // it: its name, where it stands in its stack, and its tensors by suffix.
 type entry struct {
-	name        string
-	first, last bool // the first or last block of its stack
-	nested      bool // its stack is inside a block: a stage's
-	tensors     map[string]info
+	name    string
+	first   bool // the first block of its stack
+	nested  bool // its stack is inside a block: a stage's
+	tensors map[string]info
 }
 
 // entryList returns the blocks of s among nums, each seen through view,
 // leaving out the single layers of an nn.Sequential of blocks and layers:
 // they are different layers, not blocks to compare.
 func (s *stack) entryList(nums []int, view func(int) map[string]info) []entry {
-	first, last := slices.Min(slices.Collect(maps.Keys(s.blocks))), slices.Max(slices.Collect(maps.Keys(s.blocks)))
+	first := slices.Min(slices.Collect(maps.Keys(s.blocks)))
 	var out []entry
 	for _, b := range nums {
 		if s.mixed && s.single(b) {
 			continue
 		}
-		out = append(out, entry{name: s.block(b), first: b == first, last: b == last, nested: s.nested, tensors: view(b)})
+		out = append(out, entry{name: s.block(b), first: b == first, nested: s.nested, tensors: view(b)})
 	}
 	return out
 }
