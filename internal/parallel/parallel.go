@@ -78,3 +78,45 @@ func For(ctx context.Context, n, workers int, f func(worker, i int) error) error
 	wg.Wait()
 	return first
 }
+
+// ForProgress is For where each call of f also returns how much work it
+// did (the bytes it read), and report, unless nil, receives the running
+// total after each call that did some: on the goroutine that called
+// ForProgress, never from two goroutines at once, the total only growing,
+// so that report may be a progress callback that is not safe for
+// concurrent use. With more than one worker, For runs on a goroutine of
+// its own and the amounts come through a channel; a slow report holds
+// the workers back.
+func ForProgress(ctx context.Context, n, workers int, f func(worker, i int) (uint64, error), report func(done uint64)) error {
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	var done uint64
+	if report == nil || min(workers, n) <= 1 {
+		return For(ctx, n, workers, func(w, i int) error {
+			d, err := f(w, i)
+			if d > 0 && report != nil {
+				done += d
+				report(done)
+			}
+			return err
+		})
+	}
+	amounts := make(chan uint64, 4*workers)
+	result := make(chan error, 1)
+	go func() {
+		result <- For(ctx, n, workers, func(w, i int) error {
+			d, err := f(w, i)
+			if d > 0 {
+				amounts <- d
+			}
+			return err
+		})
+		close(amounts)
+	}()
+	for d := range amounts {
+		done += d
+		report(done)
+	}
+	return <-result
+}

@@ -119,3 +119,31 @@ func TestStopped(t *testing.T) {
 	assert.ErrorIs(t, err, cause)
 	assert.Equal(t, "context canceled: stop", err.Error())
 }
+
+// TestForProgress: report gets the running total of the amounts, on the
+// calling goroutine (no lock needed: -race), growing to the sum; f's error
+// stops the work and is returned.
+func TestForProgress(t *testing.T) {
+	for _, workers := range []int{1, 3} {
+		var got []uint64
+		err := ForProgress(context.Background(), 100, workers, func(w, i int) (uint64, error) {
+			return uint64(i % 3), nil // some calls do nothing
+		}, func(done uint64) { got = append(got, done) })
+		require.NoError(t, err)
+		require.NotEmpty(t, got)
+		assert.Equal(t, uint64(99), got[len(got)-1], "workers %d", workers) // 33*(0+1+2) + 0
+		assert.IsIncreasing(t, got, "workers %d", workers)
+		assert.Len(t, got, 66, "a report per call that did work")
+
+		boom := errors.New("boom")
+		err = ForProgress(context.Background(), 100, workers, func(w, i int) (uint64, error) {
+			if i == 10 {
+				return 1, boom
+			}
+			return 1, nil
+		}, func(uint64) {})
+		assert.ErrorIs(t, err, boom)
+		err = ForProgress(context.Background(), 10, workers, func(w, i int) (uint64, error) { return 1, nil }, nil)
+		assert.NoError(t, err, "no report")
+	}
+}
