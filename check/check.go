@@ -40,8 +40,9 @@
 // parts, part by part; on disk or over HTTP), and [Checkpoint] one already
 // open; [Run] checks any [safetensors.TensorSource]. The values are read once, in
 // parallel over the tensors and within the large ones; options ([MaxAbs],
-// [NoMagnitude], [Config], [Workers]) change the defaults, and the context
-// stops a check under way.
+// [NoMagnitude], [Config], [Workers]) change the defaults, [Progress]
+// reports the bytes read as the check goes, and the context stops a check
+// under way.
 package check
 
 import (
@@ -187,6 +188,13 @@ type settings struct {
 	// files holds the other configuration files of the part, by name
 	// (libraryFiles), read by Model and Checkpoint.
 	files map[string][]byte
+	// progress is the Progress option's function. For a part of a model
+	// of several parts, base is the bytes of the parts checked before it
+	// and total those of every part (counted); otherwise run counts the
+	// total itself.
+	progress    func(done, total uint64)
+	base, total uint64
+	counted     bool
 }
 
 func newSettings(opts []Option) (*settings, error) {
@@ -253,6 +261,34 @@ func Workers(n int) Option {
 	}
 }
 
+// Progress returns an option that makes Run, Model and Checkpoint call f
+// as they go, with the bytes of tensor data read so far and in all: those
+// of the tensors whose values are checked, the float types that can hold
+// NaN (see safetensors.DType.HasNaN), over every part of a model of
+// several parts. f is called from the goroutine that called Run, Model or
+// Checkpoint, never from two goroutines at once, with done only growing;
+// it reaches the total when every value has been read (a tensor that
+// cannot be read counts as read). A nil f is not called.
+func Progress(f func(done, total uint64)) Option {
+	return func(c *settings) error {
+		c.progress = f
+		return nil
+	}
+}
+
+// scanSize returns the bytes of the tensors of src whose values run
+// checks (those Progress counts).
+func scanSize(src safetensors.TensorSource) uint64 {
+	es := safetensors.AsElementSource(src)
+	var n uint64
+	for _, name := range src.Names() {
+		if t, err := es.Info(name); err == nil && t.DType.HasNaN() {
+			n += t.DataOffsets[1] - t.DataOffsets[0]
+		}
+	}
+	return n
+}
+
 // Run checks the tensors of src, reading their values in parallel (src
 // must be safe for concurrent use), and, with the Config option, the
 // configuration against them. Tensors that cannot be read are findings,
@@ -295,7 +331,19 @@ func run(ctx context.Context, src safetensors.TensorSource, c *settings) (*Repor
 		infos = append(infos, info{Name: n, DType: t.DType, Shape: t.Shape, size: size})
 		r.Bytes += size
 	}
-	values, bounds, err := scanValues(ctx, es, infos, c.maxAbs, c.workers)
+	var report func(done uint64)
+	if f := c.progress; f != nil {
+		base, total := c.base, c.total
+		if !c.counted {
+			for _, t := range infos {
+				if t.DType.HasNaN() {
+					total += t.size
+				}
+			}
+		}
+		report = func(done uint64) { f(base+done, total) }
+	}
+	values, bounds, err := scanValues(ctx, es, infos, c.maxAbs, c.workers, report)
 	if err != nil {
 		return nil, err
 	}
@@ -399,9 +447,20 @@ func Checkpoint(ctx context.Context, ck *checkpoint.Checkpoint, opts ...Option) 
 	if c.hasConfig {
 		return nil, fmt.Errorf("%w: Config gives one config.json, and %s is a model of %d parts, each with its own", safetensors.ErrInvalidOption, ck, len(parts))
 	}
+	// Progress counts the bytes of every part: each part's, first.
+	sizes := make([]uint64, len(parts))
+	var total, base uint64
+	if c.progress != nil {
+		for i, p := range parts {
+			sizes[i] = scanSize(p)
+			total += sizes[i]
+		}
+	}
 	top := &Report{Findings: []Finding{}}
-	for _, p := range parts {
+	for i, p := range parts {
 		pc := *c
+		pc.base, pc.total, pc.counted = base, total, true
+		base += sizes[i]
 		r, err := checkPart(ctx, p, &pc)
 		if err != nil {
 			return nil, err

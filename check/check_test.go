@@ -337,7 +337,7 @@ func scanTensors(ctx context.Context, ts []safetensors.Tensor, maxAbs float64, w
 	for i, t := range ts {
 		infos[i] = info{Name: t.Name, DType: t.DType, Shape: t.Shape, size: uint64(len(t.Data))}
 	}
-	return scanValues(ctx, safetensors.AsElementSource(memSourceOf(ts...)), infos, maxAbs, workers)
+	return scanValues(ctx, safetensors.AsElementSource(memSourceOf(ts...)), infos, maxAbs, workers, nil)
 }
 
 func memSourceOf(ts ...safetensors.Tensor) memSource { return ts }

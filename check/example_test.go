@@ -71,3 +71,15 @@ func ExampleConfig() {
 	// error: block model.layers: num_hidden_layers = 4, but the weights have 3 blocks model.layers.N
 	// error: block model.layers: num_hidden_layers = 4, but no list in the weights has 4 entries (model.layers has 3 blocks)
 }
+
+// Progress reports the bytes of values read as the check goes, from the
+// goroutine that called Model: here the last report.
+func ExampleProgress() {
+	var done, total uint64
+	_, err := check.Model(context.Background(), "../testdata/models/llama", check.Progress(func(d, t uint64) { done, total = d, t }))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(done == total, total > 0)
+	// Output: true true
+}

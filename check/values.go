@@ -47,10 +47,12 @@ type unit struct {
 // KindRead), and the names of the tensors that hold only infinities as
 // bounds (verdict.IntendedInf), which are not findings. Values beyond
 // maxAbs are reported, none where it is +Inf; at most workers goroutines
-// read (GOMAXPROCS where it is 0). Its error is that of a file truncated
-// while mapped (safetensors.ErrFileChanged), or that of ctx done before the
-// scan (see parallel.Stopped).
-func scanValues(ctx context.Context, src safetensors.ElementSource, infos []info, maxAbs float64, workers int) (out []Finding, bounds []string, err error) {
+// read (GOMAXPROCS where it is 0). report, unless nil, receives the bytes
+// of the runs done so far (read or not), from the calling goroutine, as
+// parallel.ForProgress says. Its error is that of a file truncated while
+// mapped (safetensors.ErrFileChanged), or that of ctx done before the scan
+// (see parallel.Stopped).
+func scanValues(ctx context.Context, src safetensors.ElementSource, infos []info, maxAbs float64, workers int, report func(done uint64)) (out []Finding, bounds []string, err error) {
 	lim := newLimits(maxAbs)
 	var units []unit
 	for i, t := range infos {
@@ -72,12 +74,13 @@ func scanValues(ctx context.Context, src safetensors.ElementSource, infos []info
 	workers = max(1, min(workers, len(units)))
 	bufs := make([][]float32, workers)
 	data := make([][]byte, workers)
-	err = parallel.For(ctx, len(units), workers, func(w, k int) error {
+	err = parallel.ForProgress(ctx, len(units), workers, func(w, k int) (uint64, error) {
 		u := units[k]
 		t := infos[u.t]
 		// The memory a source read through ReadAt reads into, grown to
 		// the largest piece; a mapped source gives slices of its own.
-		if need := (u.hi - u.lo) * uint64(t.DType.Bits()/8); uint64(cap(data[w])) < need {
+		need := (u.hi - u.lo) * uint64(t.DType.Bits()/8)
+		if uint64(cap(data[w])) < need {
 			data[w] = make([]byte, need)
 		}
 		piece, err := src.TensorElements(ctx, t.Name, u.lo, u.hi, data[w])
@@ -85,17 +88,17 @@ func scanValues(ctx context.Context, src safetensors.ElementSource, infos []info
 			if parallel.Stopped(ctx) == nil {
 				readErrs[k] = err
 			}
-			return nil
+			return need, nil
 		}
 		err = safetensors.GuardFaults(func() error {
 			results[k], bufs[w] = scan(piece, u.lo, lim, bufs[w])
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("tensor %q: %w", t.Name, err)
+			return need, fmt.Errorf("tensor %q: %w", t.Name, err)
 		}
-		return nil
-	})
+		return need, nil
+	}, report)
 	if stopped := parallel.Stopped(ctx); stopped != nil {
 		return nil, nil, fmt.Errorf("check: stopped: %w", stopped)
 	}
