@@ -64,8 +64,9 @@ func IsLinearWeight(name string, shape []uint64) bool {
 // through symbolic links, while subdirectories and special files are not.
 //
 // src is any input of the checkpoint package's Open but a model of several
-// parts (an error wrapping ErrUnsupported), opened with opts (such as
-// checkpoint.Variant, or checkpoint.RemoteOptions for a URL): a model
+// parts (an error wrapping ErrUnsupported), opened with the options of
+// OpenOptions (such as checkpoint.Variant, or checkpoint.RemoteOptions for
+// a URL): a model
 // directory (model.safetensors, a sharded checkpoint with its index, or
 // one other safetensors file, beside config.json; a Hugging Face cache
 // snapshot too), a sharded checkpoint's index, a single safetensors file,
@@ -77,14 +78,23 @@ func IsLinearWeight(name string, shape []uint64) bool {
 // complete: the files are written into a temporary directory beside it,
 // renamed into place at the end, and removed on failure.
 //
+// With the Progress option, WriteModel reports the bytes of the tensors
+// read as it goes.
+//
 // When ctx is done before WriteModel is, it stops (between tensors, or
 // between blocks of rows of a large weight), removes what it wrote, and
 // returns an error wrapping ctx.Err() and context.Cause(ctx).
-func WriteModel(ctx context.Context, src, dst string, s Strategy, opts ...checkpoint.Option) (*Summary, error) {
+func WriteModel(ctx context.Context, src, dst string, s Strategy, opts ...Option) (*Summary, error) {
+	o := &settings{}
+	for _, opt := range opts {
+		if err := opt(o); err != nil {
+			return nil, err
+		}
+	}
 	if _, err := os.Lstat(dst); err == nil {
 		return nil, fmt.Errorf("quant: %s: %w", dst, os.ErrExist)
 	}
-	ck, err := checkpoint.Open(ctx, src, opts...)
+	ck, err := checkpoint.Open(ctx, src, o.open...)
 	if err != nil {
 		return nil, err
 	}
@@ -103,8 +113,9 @@ func WriteModel(ctx context.Context, src, dst string, s Strategy, opts ...checkp
 		copyOthers = info.IsDir() || ck.Index() != ""
 	}
 	sum := &Summary{Files: ck.Files()}
+	w := &modelWriter{ctx: ctx, ck: ck, s: s, sum: sum, progress: o.progress}
 	err = atomicfile.WriteDir(dst, func(tmp string) error {
-		return writeModel(ctx, ck, tmp, copyOthers, s, sum)
+		return w.write(tmp, copyOthers)
 	})
 	if err != nil {
 		return nil, err
@@ -112,16 +123,79 @@ func WriteModel(ctx context.Context, src, dst string, s Strategy, opts ...checkp
 	return sum, nil
 }
 
-// writeModel writes into tmp the model ck, quantized as WriteModel says,
-// and records what it did in sum; copyOthers says whether the other files
-// of its folder are copied.
-func writeModel(ctx context.Context, ck *checkpoint.Checkpoint, tmp string, copyOthers bool, s Strategy, sum *Summary) error {
+// An Option changes how WriteModel works: OpenOptions, Progress.
+type Option func(*settings) error
+
+// settings holds the settings of Options.
+type settings struct {
+	open     []checkpoint.Option
+	progress func(done, total uint64)
+}
+
+// OpenOptions returns an option that makes WriteModel open the model with
+// the given options of the checkpoint package, such as checkpoint.Variant,
+// or checkpoint.RemoteOptions for a URL; an option that checkpoint.Open
+// does not take makes WriteModel return its error.
+func OpenOptions(opts ...checkpoint.Option) Option {
+	return func(o *settings) error {
+		o.open = append(o.open, opts...)
+		return nil
+	}
+}
+
+// Progress returns an option that makes WriteModel call f as it goes, with
+// the bytes of tensor data read so far and in all (those of the tensors
+// of the model, each counted when it is written, quantized or as it was),
+// from the goroutine that called WriteModel, with done only growing, up to
+// the total when every tensor is written, as checkpoint.Progress does for
+// checkpoint.Convert. A nil f is not called.
+func Progress(f func(done, total uint64)) Option {
+	return func(o *settings) error {
+		o.progress = f
+		return nil
+	}
+}
+
+// modelWriter writes a quantized model, and records what it did in sum.
+type modelWriter struct {
+	ctx      context.Context
+	ck       *checkpoint.Checkpoint
+	s        Strategy
+	sum      *Summary
+	progress func(done, total uint64)
+
+	done, total uint64 // the bytes read, as Progress reports them
+}
+
+// read counts n bytes read, for Progress.
+func (w *modelWriter) read(n uint64) {
+	if w.progress != nil {
+		w.done += n
+		w.progress(w.done, w.total)
+	}
+}
+
+// write writes into tmp the model, quantized as WriteModel says;
+// copyOthers says whether the other files of its folder are copied.
+func (w *modelWriter) write(tmp string, copyOthers bool) error {
+	ctx, ck, s, sum := w.ctx, w.ck, w.s, w.sum
 	dir, index := ck.Dir(), ck.Index()
+	listed := make([][]safetensors.TensorInfo, len(sum.Files))
+	w.done, w.total = 0, 0
+	for i, f := range sum.Files {
+		var err error
+		if listed[i], err = listedTensors(ck, f); err != nil {
+			return err
+		}
+		for _, t := range listed[i] {
+			w.total += t.DataOffsets[1] - t.DataOffsets[0]
+		}
+	}
 	weightMap := map[string]string{}
 	var total uint64
 	heads := map[string]bool{}
-	for _, f := range sum.Files {
-		n, err := quantizeFile(ctx, ck, f, filepath.Join(tmp, f), s, sum, weightMap, heads)
+	for i, f := range sum.Files {
+		n, err := w.quantizeFile(f, listed[i], filepath.Join(tmp, f), weightMap, heads)
 		if err != nil {
 			return err
 		}
@@ -176,10 +250,28 @@ func isFile(path string) bool {
 	return err == nil && info.Mode().IsRegular()
 }
 
-// quantizeFile writes the file f of ck at out with its Linear weights
-// quantized, records what it did in sum and the tensors' file in
-// weightMap, and returns the size of the tensors written.
-func quantizeFile(ctx context.Context, ck *checkpoint.Checkpoint, f, out string, s Strategy, sum *Summary, weightMap map[string]string, heads map[string]bool) (uint64, error) {
+// listedTensors returns the tensors of the file f of ck that ck reads:
+// those its index lists.
+func listedTensors(ck *checkpoint.Checkpoint, f string) ([]safetensors.TensorInfo, error) {
+	h, err := ck.Header(f)
+	if err != nil {
+		return nil, err
+	}
+	var listed []safetensors.TensorInfo
+	for _, t := range h.Tensors {
+		if file, err := ck.File(t.Name); err == nil && file == f {
+			listed = append(listed, t)
+		}
+	}
+	return listed, nil
+}
+
+// quantizeFile writes the file f of the checkpoint at out with its Linear
+// weights quantized, of its tensors those listed, records what it did in
+// the summary and the tensors' file in weightMap, and returns the size of
+// the tensors written.
+func (w *modelWriter) quantizeFile(f string, listed []safetensors.TensorInfo, out string, weightMap map[string]string, heads map[string]bool) (uint64, error) {
+	ctx, ck, s, sum := w.ctx, w.ck, w.s, w.sum
 	in := ck.Dir() + "/" + f // for messages
 	if !strings.Contains(ck.Dir(), "://") {
 		in = filepath.Join(ck.Dir(), filepath.FromSlash(f))
@@ -187,12 +279,6 @@ func quantizeFile(ctx context.Context, ck *checkpoint.Checkpoint, f, out string,
 	h, err := ck.Header(f)
 	if err != nil {
 		return 0, err
-	}
-	var listed []safetensors.TensorInfo // those ck reads: those its index lists
-	for _, t := range h.Tensors {
-		if file, err := ck.File(t.Name); err == nil && file == f {
-			listed = append(listed, t)
-		}
 	}
 	var specs []safetensors.TensorSpec
 	var total uint64
@@ -230,6 +316,7 @@ func quantizeFile(ctx context.Context, ck *checkpoint.Checkpoint, f, out string,
 			if err := fw.WriteTensorAt(t.Name, bytes.NewReader(t.Data)); err != nil {
 				return 0, err
 			}
+			w.read(uint64(len(t.Data)))
 			continue
 		}
 		q, scale, err := compressWeight(ctx, t, s)
@@ -246,6 +333,7 @@ func quantizeFile(ctx context.Context, ck *checkpoint.Checkpoint, f, out string,
 		if err := fw.WriteTensorAt(scale.Name, bytes.NewReader(scale.Data)); err != nil {
 			return 0, err
 		}
+		w.read(uint64(len(t.Data)))
 	}
 	return total, fw.Close()
 }
