@@ -540,6 +540,20 @@ func ExampleTensor_Stats() {
 	// Output: 5 values, 1 NaN, 1 Inf; finite ones: min 1, max 3, mean 2, std 0.8165
 }
 
+// NonFinite counts what Stats counts as NaN and Inf, without the rest of
+// the statistics, from the bits: here BF16 codes.
+func ExampleTensor_NonFinite() {
+	// 1, +Inf, NaN, -Inf, NaN, -2.
+	t := safetensors.Tensor{Name: "w", DType: safetensors.BF16, Shape: []uint64{6},
+		Data: []byte{0x80, 0x3f, 0x80, 0x7f, 0xc0, 0x7f, 0x80, 0xff, 0xc1, 0xff, 0x00, 0xc0}}
+	nan, inf, err := t.NonFinite()
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%d NaN, %d Inf\n", nan, inf)
+	// Output: 2 NaN, 2 Inf
+}
+
 func ExampleTensorFromFloat32s() {
 	t, err := safetensors.TensorFromFloat32s("w", safetensors.BF16, []uint64{2}, []float32{1, 0.1}, safetensors.RoundNearestEven)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -163,4 +164,197 @@ func TestStatsDTypes(t *testing.T) {
 	assert.True(t, errors.Is(err, ErrSizeMismatch), "%v", err)
 	_, err = Tensor{Name: "d", DType: F64, Data: make([]byte, 12)}.Stats()
 	assert.True(t, errors.Is(err, ErrSizeMismatch), "%v", err)
+}
+
+// refNonFinite counts the NaN and infinite values of t decoded, with
+// math.IsNaN and math.IsInf: the reference for NonFinite.
+func refNonFinite(t *testing.T, tn Tensor) (nan, inf uint64) {
+	t.Helper()
+	var vals []float64
+	switch tn.DType {
+	case F64:
+		for i := 0; i < len(tn.Data); i += 8 {
+			vals = append(vals, math.Float64frombits(binary.LittleEndian.Uint64(tn.Data[i:])))
+		}
+	default:
+		f32, err := tn.Float32s()
+		require.NoError(t, err)
+		for _, v := range f32 {
+			vals = append(vals, float64(v))
+		}
+	}
+	for _, v := range vals {
+		if math.IsNaN(v) {
+			nan++
+		} else if math.IsInf(v, 0) {
+			inf++
+		}
+	}
+	return nan, inf
+}
+
+// bitsTensor returns a tensor of dtype d whose elements have the given
+// bits, little-endian.
+func bitsTensor(d DType, bits ...uint64) Tensor {
+	size := d.Bits() / 8
+	data := make([]byte, 0, size*len(bits))
+	for _, b := range bits {
+		data = binary.LittleEndian.AppendUint64(data, b)[:len(data)+size]
+	}
+	return Tensor{Name: "x", DType: d, Shape: []uint64{uint64(len(bits))}, Data: data}
+}
+
+// oneAmong returns n elements of the finite bits one, but for v at index i.
+func oneAmong(n, i int, one, v uint64) []uint64 {
+	bits := make([]uint64, n)
+	for k := range bits {
+		bits[k] = one
+	}
+	bits[i] = v
+	return bits
+}
+
+// TestNonFiniteEveryCode: every code of the 8- and 16-bit float types,
+// alone among finite values both in the words of the fast pass and in the
+// tail after them, counted as the decoded value says.
+func TestNonFiniteEveryCode(t *testing.T) {
+	for _, c := range []struct {
+		d   DType
+		one uint64 // the bits of a finite value
+	}{{F16, 0x3c00}, {BF16, 0x3f80}, {F8_E5M2, 0x3c}, {F8_E4M3, 0x38}, {F8_E4M3FNUZ, 0x40}, {F8_E5M2FNUZ, 0x40}, {F8_E8M0, 0x7f}} {
+		codes := uint64(1) << c.d.Bits()
+		for code := range codes {
+			for _, at := range []int{3, 16, 18} { // in a word of the fast pass, and in the tail, of 19 elements
+				tn := bitsTensor(c.d, oneAmong(19, at, c.one, code)...)
+				wantNaN, wantInf := refNonFinite(t, tn)
+				nan, inf, err := tn.NonFinite()
+				require.NoError(t, err)
+				if nan != wantNaN || inf != wantInf {
+					t.Fatalf("%v code %#x at %d: NaN %d, Inf %d; want %d, %d", c.d, code, at, nan, inf, wantNaN, wantInf)
+				}
+			}
+		}
+		// Every code at once.
+		all := make([]uint64, codes)
+		for i := range all {
+			all[i] = uint64(i)
+		}
+		tn := bitsTensor(c.d, all...)
+		wantNaN, wantInf := refNonFinite(t, tn)
+		nan, inf, err := tn.NonFinite()
+		require.NoError(t, err)
+		assert.Equal(t, [2]uint64{wantNaN, wantInf}, [2]uint64{nan, inf}, "%v, every code", c.d)
+		assert.NotZero(t, wantNaN, c.d)
+	}
+}
+
+// TestNonFiniteWide: F32 and F64, the special patterns (each infinity and
+// NaN payload edge, the largest finite values, zeros and subnormals) alone
+// at every place of runs of every length to 40, and random bits, many of
+// them with the exponent all ones, counted as the decoded values say.
+func TestNonFiniteWide(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, c := range []struct {
+		d        DType
+		one, exp uint64 // a finite value's bits; the exponent mask
+		special  []uint64
+	}{
+		{F32, 0x3f800000, 0x7f800000, []uint64{0x7f800000, 0xff800000, 0x7f800001, 0xff800001, 0x7fc00000, 0x7fffffff, 0xffffffff, 0x7f7fffff, 0xff7fffff, 0, 0x80000000, 1, 0x807fffff, 0x00800000}},
+		{F64, 0x3ff0000000000000, 0x7ff0000000000000, []uint64{0x7ff0000000000000, 0xfff0000000000000, 0x7ff0000000000001, 0xfff0000000000001, 0x7ff8000000000000, 0x7fffffffffffffff, 0xffffffffffffffff, 0x7fefffffffffffff, 0xffefffffffffffff, 0, 1 << 63, 1, 0x000fffffffffffff}},
+	} {
+		for _, v := range c.special {
+			for n := 1; n <= 40; n++ {
+				for at := range n {
+					tn := bitsTensor(c.d, oneAmong(n, at, c.one, v)...)
+					wantNaN, wantInf := refNonFinite(t, tn)
+					nan, inf, err := tn.NonFinite()
+					require.NoError(t, err)
+					if nan != wantNaN || inf != wantInf {
+						t.Fatalf("%v %#x at %d of %d: NaN %d, Inf %d; want %d, %d", c.d, v, at, n, nan, inf, wantNaN, wantInf)
+					}
+				}
+			}
+		}
+		mask := uint64(1)<<c.d.Bits() - 1
+		for round := range 200 {
+			bits := make([]uint64, 1+rng.IntN(3000))
+			for i := range bits {
+				bits[i] = rng.Uint64() & mask
+				if round%2 == 0 && rng.IntN(4) == 0 {
+					bits[i] |= c.exp // NaN or Inf, or the largest exponent
+				} else if round%2 == 1 {
+					bits[i] &^= c.exp & (c.exp >> 1) // finite: never an exponent all ones
+				}
+			}
+			tn := bitsTensor(c.d, bits...)
+			wantNaN, wantInf := refNonFinite(t, tn)
+			nan, inf, err := tn.NonFinite()
+			require.NoError(t, err)
+			require.Equal(t, [2]uint64{wantNaN, wantInf}, [2]uint64{nan, inf}, "%v, round %d", c.d, round)
+		}
+	}
+}
+
+// TestNonFiniteDTypes: the types with no NaN give zeros, C64 and a size
+// that is not whole elements an error; Stats counts the same.
+func TestNonFiniteDTypes(t *testing.T) {
+	for _, d := range []DType{BOOL, U8, I8, I16, I32, I64, U64, F4, F6_E2M3} {
+		nan, inf, err := (Tensor{Name: "x", DType: d, Data: []byte{0xff, 0xff, 0xff, 0xff}}).NonFinite()
+		require.NoError(t, err, d)
+		assert.Equal(t, [2]uint64{0, 0}, [2]uint64{nan, inf}, d)
+	}
+	_, _, err := (Tensor{Name: "x", DType: C64, Data: make([]byte, 8)}).NonFinite()
+	assert.ErrorIs(t, err, ErrDTypeMismatch)
+	_, _, err = (Tensor{Name: "x", DType: F32, Data: make([]byte, 6)}).NonFinite()
+	assert.ErrorIs(t, err, ErrSizeMismatch)
+	tn := bitsTensor(BF16, 0x7f80, 0xffc0, 0x3f80, 0x7fc1, 0xff80)
+	nan, inf, err := tn.NonFinite()
+	require.NoError(t, err)
+	s, err := tn.Stats()
+	require.NoError(t, err)
+	assert.Equal(t, [2]uint64{s.NaN, s.Inf}, [2]uint64{nan, inf})
+	assert.Equal(t, [2]uint64{2, 2}, [2]uint64{nan, inf})
+}
+
+// TestMomentsLanes: the kernel in use (the assembly on amd64 with AVX2)
+// gives the lanes of momentsGo bit for bit, and the same extremes, over
+// every length to 70 and every alignment of the start.
+func TestMomentsLanes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	vals := make([]float32, 80)
+	for i := range vals {
+		vals[i] = float32(rng.NormFloat64()*1e3 + 7)
+	}
+	for off := range 8 {
+		for n := 1; n <= 70; n++ {
+			v := vals[off : off+n]
+			k := float64(v[0])
+			var got, want lanes
+			glo, ghi := f32Moments(&got, v, k, v[0], v[0])
+			wlo, whi := momentsGo(&want, v, k, v[0], v[0])
+			require.Equal(t, want, got, "%d values from %d", n, off)
+			require.Equal(t, [2]float32{wlo, whi}, [2]float32{glo, ghi}, "%d values from %d", n, off)
+			lo, hi := slices.Min(v), slices.Max(v)
+			require.Equal(t, [2]float32{lo, hi}, [2]float32{glo, ghi}, "%d values from %d", n, off)
+		}
+	}
+}
+
+// TestStatsShiftedSums: a chunk whose first value, about which its sums
+// are taken, is far from the others loses no accuracy.
+func TestStatsShiftedSums(t *testing.T) {
+	vs := make([]float32, 3*statsChunk)
+	for i := range vs {
+		vs[i] = 1 + float32(i%2)*1e-3
+	}
+	want := make([]float64, len(vs))
+	for c := 0; c < len(vs); c += statsChunk {
+		vs[c] = 3e4 // the first of each chunk
+	}
+	for i, v := range vs {
+		want[i] = float64(v)
+	}
+	s, err := Tensor{DType: F32, Data: f32Bytes(vs)}.Stats()
+	require.NoError(t, err)
+	assertStats(t, refStats(want), s, "outliers first")
 }

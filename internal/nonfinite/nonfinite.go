@@ -96,43 +96,45 @@ var NoLimit = Limit{F64: 0x7ff0000000000000, F32: 0x7f800000, BF16: 0x7f80, F16:
 type Format uint8
 
 // The formats Scan reads: IEEE 754 binary64, binary32 and binary16, and
-// bfloat16, little-endian.
+// bfloat16, little-endian; and those ScanF8 reads, the 8-bit formats that
+// have NaN: E5M2 (with Inf, as binary16's top byte), E4M3 (OCP's E4M3FN:
+// S.1111.111 is NaN, no Inf), the FNUZ formats (0x80 is NaN, no Inf, no
+// -0) and E8M0 (0xff is NaN).
 const (
 	F64 Format = iota + 1
 	F32
 	F16
 	BF16
+	F8E5M2
+	F8E4M3
+	F8E4M3FNUZ
+	F8E5M2FNUZ
+	F8E8M0
 )
 
 // Scan counts the elements of data, little-endian values of format f, that
 // are NaN, infinite, or beyond lim, the first of them element base. The
 // common case, where all values are finite and within the limit, costs one
-// pass that keeps the largest absolute value's bits and the OR of all of
-// them; the elements are looked at one by one only when that pass finds
+// pass that keeps the OR of the values' absolute bits and tests them
+// against the limit, several values at a time in 64-bit words (orOver);
+// the elements are looked at one by one only when that pass finds
 // something.
 func Scan(f Format, data []byte, base uint64, lim Limit) Counts {
 	var c Counts
 	le := binary.LittleEndian
+	b := data
+	tail := len(b) &^ (orOverBlock - 1) // where orOver stops
 	switch f {
 	case F32:
-		b := data
-		// Two elements at a time in a 64-bit word: adding 0x7fffffff - t
-		// to a lane's absolute value sets the lane's top bit when the value
-		// is above t, without carrying into the next lane. t is the limit,
-		// or the largest finite value if that is lower, so that NaN and
-		// Inf always take the slow path.
+		// Two elements a word: adding 0x7fffffff - t to a lane's absolute
+		// value sets the lane's top bit when the value is above t, without
+		// carrying into the next lane. t is the limit, or the largest
+		// finite value if that is lower, so that NaN and Inf always take
+		// the slow path.
 		top := min(lim.F32, 0x7f7fffff)
-		k := uint64(0x7fffffff-top) * 0x0000000100000001
-		var or, over uint64
-		i := 0
-		for ; i+16 <= len(b); i += 16 {
-			w0 := le.Uint64(b[i:]) & 0x7fffffff7fffffff
-			w1 := le.Uint64(b[i+8:]) & 0x7fffffff7fffffff
-			or |= w0 | w1
-			over |= (w0 + k) | (w1 + k)
-		}
+		or, over := orOver(b, 0x7fffffff7fffffff, uint64(0x7fffffff-top)*0x0000000100000001)
 		slow := over&0x8000000080000000 != 0
-		for ; i < len(b); i += 4 {
+		for i := tail; i+4 <= len(b); i += 4 {
 			a := le.Uint32(b[i:]) & 0x7fffffff
 			or |= uint64(a)
 			slow = slow || a > top
@@ -145,24 +147,15 @@ func Scan(f Format, data []byte, base uint64, lim Limit) Counts {
 			}
 		}
 	case BF16, F16:
-		b := data
 		l, inf := lim.BF16, uint16(0x7f80)
 		if f == F16 {
 			l, inf = lim.F16, 0x7c00
 		}
-		// Four elements at a time, as for F32 above.
+		// Four elements a word, as for F32 above.
 		top := min(l, inf-1)
-		k := uint64(0x7fff-top) * 0x0001000100010001
-		var or, over uint64
-		i := 0
-		for ; i+16 <= len(b); i += 16 {
-			w0 := le.Uint64(b[i:]) & 0x7fff7fff7fff7fff
-			w1 := le.Uint64(b[i+8:]) & 0x7fff7fff7fff7fff
-			or |= w0 | w1
-			over |= (w0 + k) | (w1 + k)
-		}
+		or, over := orOver(b, 0x7fff7fff7fff7fff, uint64(0x7fff-top)*0x0001000100010001)
 		slow := over&0x8000800080008000 != 0
-		for ; i < len(b); i += 2 {
+		for i := tail; i+2 <= len(b); i += 2 {
 			a := le.Uint16(b[i:]) & 0x7fff
 			or |= uint64(a)
 			slow = slow || a > top
@@ -175,19 +168,49 @@ func Scan(f Format, data []byte, base uint64, lim Limit) Counts {
 			}
 		}
 	case F64:
-		b := data
 		// The limit, or the largest finite value if that is lower, so that
 		// Inf is looked at when the limit is off (+Inf), as for F32.
 		top := min(lim.F64, 0x7fefffffffffffff)
-		for k := range len(b) / 8 {
-			a := le.Uint64(b[8*k:]) & 0x7fffffffffffffff
-			c.Nonzero = c.Nonzero || a != 0
-			if a > top {
-				c.add(base+uint64(k), a > 0x7ff0000000000000, a == 0x7ff0000000000000, true)
+		or, over := orOver(b, 0x7fffffffffffffff, 0x7fffffffffffffff-top)
+		slow := over>>63 != 0
+		for i := tail; i+8 <= len(b); i += 8 {
+			a := le.Uint64(b[i:]) & 0x7fffffffffffffff
+			or |= a
+			slow = slow || a > top
+		}
+		c.Nonzero = or != 0
+		if slow {
+			for k := range len(b) / 8 {
+				a := le.Uint64(b[8*k:]) & 0x7fffffffffffffff
+				if a > top {
+					c.add(base+uint64(k), a > 0x7ff0000000000000, a == 0x7ff0000000000000, true)
+				}
 			}
 		}
 	}
 	return c
+}
+
+// orOverBlock is the bytes orOver reads an iteration.
+const orOverBlock = 32
+
+// orOver returns, over the 64-bit little-endian words of b's leading
+// multiple of orOverBlock bytes, each ANDed with mask, the OR of the words
+// and the OR of the words plus k: a lane of the words whose value plus
+// k's lane reaches the lane's top bit sets it in over. It is the fast
+// pass of Scan, kept apart so that its loop holds only its own values.
+func orOver(b []byte, mask, k uint64) (or, over uint64) {
+	le := binary.LittleEndian
+	for len(b) >= orOverBlock {
+		w0 := le.Uint64(b[0:8]) & mask
+		w1 := le.Uint64(b[8:16]) & mask
+		w2 := le.Uint64(b[16:24]) & mask
+		w3 := le.Uint64(b[24:32]) & mask
+		or |= (w0 | w1) | (w2 | w3)
+		over |= ((w0 + k) | (w1 + k)) | ((w2 + k) | (w3 + k))
+		b = b[orOverBlock:]
+	}
+	return or, over
 }
 
 // Floats counts the values of v, the first of them element base, that are
@@ -203,5 +226,66 @@ func Floats[T float32 | float64](v []T, base uint64, limit float64) Counts {
 			c.add(base+uint64(k), false, false, true)
 		}
 	}
+	return c
+}
+
+// ScanF8 counts the elements of data, one byte each of the 8-bit format f
+// (F8E5M2 to F8E8M0), that are NaN or infinite, the first of them element
+// base, and sets Nonzero if one is not ±0 (every E8M0 value is not). It
+// counts no value as beyond a limit: the check package decodes these
+// formats for that (Floats). The common case, with no NaN or Inf, is one
+// pass that tests eight values a 64-bit word, as Scan does; the elements
+// are looked at one by one only when that pass finds something.
+func ScanF8(f Format, data []byte, base uint64) Counts {
+	const ones, tops = 0x0101010101010101, 0x8080808080808080
+	// hasZero reports whether a byte of w is zero, exactly.
+	hasZero := func(w uint64) bool { return (w-ones)&^w&tops != 0 }
+	var c Counts
+	var or uint64
+	slow := false
+	i := 0
+	le := binary.LittleEndian
+	for ; i+8 <= len(data) && !slow; i += 8 {
+		w := le.Uint64(data[i:])
+		switch f {
+		case F8E5M2:
+			// The exponent all ones: adding 4 to the lane's exponent
+			// bits carries into its top bit, and from no other value.
+			or |= w & 0x7f7f7f7f7f7f7f7f
+			slow = (w&0x7c7c7c7c7c7c7c7c+0x0404040404040404)&tops != 0
+		case F8E4M3:
+			or |= w & 0x7f7f7f7f7f7f7f7f
+			slow = (w&0x7f7f7f7f7f7f7f7f+ones)&tops != 0
+		case F8E4M3FNUZ, F8E5M2FNUZ:
+			or |= w
+			slow = hasZero(w ^ tops)
+		case F8E8M0:
+			or |= ^uint64(0)
+			slow = hasZero(^w)
+		}
+	}
+	if slow {
+		i = 0
+	}
+	for k := i; k < len(data); k++ {
+		b := data[k]
+		var nan, inf, nonzero bool
+		switch f {
+		case F8E5M2:
+			a := b & 0x7f
+			nan, inf, nonzero = a > 0x7c, a == 0x7c, a != 0
+		case F8E4M3:
+			nan, nonzero = b&0x7f == 0x7f, b&0x7f != 0
+		case F8E4M3FNUZ, F8E5M2FNUZ:
+			nan, nonzero = b == 0x80, b != 0
+		case F8E8M0:
+			nan, nonzero = b == 0xff, true
+		}
+		if nonzero {
+			or = 1
+		}
+		c.add(base+uint64(k), nan, inf, false)
+	}
+	c.Nonzero = or != 0
 	return c
 }

@@ -97,3 +97,38 @@ func TestMerge(t *testing.T) {
 	a.Merge(Counts{NaN: 1, FirstNaN: 20, FirstBig: 1}) // no Big: its first is not valid
 	assert.Equal(t, Counts{NaN: 5, FirstNaN: 10, Inf: 1, FirstInf: 99, Big: 2, FirstBig: 7, Nonzero: true}, a)
 }
+
+// TestScanF8: the counts, the first index of each offset by base, and
+// Nonzero, in the words of the fast pass and in the tail.
+func TestScanF8(t *testing.T) {
+	for _, c := range []struct {
+		f         Format
+		one, zero byte // a finite value, a zero
+		nan, inf  byte // 0: none
+	}{
+		{F8E5M2, 0x3c, 0x80, 0xfd, 0x7c},
+		{F8E4M3, 0x38, 0x80, 0xff, 0},
+		{F8E4M3FNUZ, 0x40, 0x00, 0x80, 0},
+		{F8E5M2FNUZ, 0x40, 0x00, 0x80, 0},
+		{F8E8M0, 0x7f, 0, 0xff, 0},
+	} {
+		for _, n := range []int{5, 8, 21} {
+			data := make([]byte, n)
+			for i := range data {
+				data[i] = c.zero
+			}
+			want := Counts{Nonzero: c.f == F8E8M0}
+			assert.Equal(t, want, ScanF8(c.f, data, 7), "format %d, zeros", c.f)
+			data[n-1] = c.one
+			want.Nonzero = true
+			assert.Equal(t, want, ScanF8(c.f, data, 7), "format %d, one value", c.f)
+			data[n-3], data[n-2] = c.nan, c.nan
+			want.NaN, want.FirstNaN = 2, 7+uint64(n-3)
+			if c.inf != 0 {
+				data[1] = c.inf
+				want.Inf, want.FirstInf = 1, 8
+			}
+			assert.Equal(t, want, ScanF8(c.f, data, 7), "format %d, length %d", c.f, n)
+		}
+	}
+}
