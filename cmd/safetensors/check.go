@@ -64,7 +64,13 @@ status is 1 if there is an error, 0 with warnings only.`+modelHelp)
 	if parts := m.ck.Parts(); parts != nil && *configPath != "" {
 		return usageError(fs, "--config gives one config.json, and %s is a model of %d parts (%s), each checked against its own", name, len(parts), partNames(parts))
 	}
+	meter := newMeter(stderr, name, *asJSON)
+	defer meter.Done()
+	if meter != nil {
+		opts = append(opts, check.Progress(meter.Update))
+	}
 	report, err := check.Checkpoint(ctx, m.ck, opts...)
+	meter.Done()
 	if err != nil {
 		return fail(stderr, "check", err)
 	}

@@ -5,7 +5,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/safetensors-go/safetensors"
 	"github.com/safetensors-go/safetensors/checkpoint"
@@ -26,7 +25,7 @@ or SIGTERM removes (only SIGKILL or a crash can leave it, to be deleted by
 hand); after a signal the exit status is 130 (SIGINT) or 143 (SIGTERM). OUT may
 not be the input file.
 F64 values are rounded to float32 (to nearest) before any conversion to 16 bits.
-A progress bar goes to stderr when it is a terminal and the model is large.`+modelHelp)
+The progress goes to stderr when it is a terminal.`+modelHelp)
 	dtype := fs.String("dtype", "", "the dtype of the float tensors: F16, BF16 or F32 (required)")
 	rounding := fs.String("rounding", "nearest", "how to round to F16 or BF16: nearest (to even, as PyTorch does) or truncate")
 	addModelFlags(fs)
@@ -52,14 +51,17 @@ A progress bar goes to stderr when it is a terminal and the model is large.`+mod
 	}
 	in, out := operands[0], operands[1]
 	opts := append(checkpointOptions(in), checkpoint.Rounding(r))
-	if p := newProgress(stderr, in); p != nil {
-		opts = append(opts, checkpoint.Progress(p))
+	meter := newMeter(stderr, in, false)
+	defer meter.Done()
+	if meter != nil {
+		opts = append(opts, checkpoint.Progress(meter.Update))
 	}
 	ctx, stop := catchInterrupts()
 	defer stop()
 	// Convert refuses to write over its input file: "X and Y are the same
 	// file".
 	c, err := checkpoint.Convert(ctx, in, out, to, opts...)
+	meter.Done()
 	if err != nil {
 		return fail(stderr, "convert", err)
 	}
@@ -69,42 +71,4 @@ A progress bar goes to stderr when it is a terminal and the model is large.`+mod
 	}
 	fmt.Fprintf(stdout, "%s: %s\n", out, written)
 	return exitOK
-}
-
-// progressMin is the size of the data from which convert shows progress.
-const progressMin = 256 << 20
-
-// newProgress returns a function that draws a progress bar for the
-// conversion of the named model on w, or nil if w is not a terminal.
-func newProgress(w io.Writer, name string) func(done, total uint64) {
-	f, ok := w.(*os.File)
-	if !ok {
-		return nil
-	}
-	if info, err := f.Stat(); err != nil || info.Mode()&os.ModeCharDevice == 0 {
-		return nil
-	}
-	return (&progressBar{w: w, name: name}).update
-}
-
-// progressBar draws the progress of a conversion on one line, at most ten
-// times a second, for data of progressMin bytes and more.
-type progressBar struct {
-	w    io.Writer
-	name string
-	last time.Time
-}
-
-func (p *progressBar) update(done, total uint64) {
-	if total < progressMin || (done < total && time.Since(p.last) < 100*time.Millisecond) {
-		return
-	}
-	p.last = time.Now()
-	const width = 30
-	filled := int(done * width / total)
-	fmt.Fprintf(p.w, "\r%s [%s%s] %3d%% %.1f/%.1f GiB", p.name, strings.Repeat("=", filled), strings.Repeat(" ", width-filled),
-		done*100/total, float64(done)/(1<<30), float64(total)/(1<<30))
-	if done == total {
-		fmt.Fprintln(p.w)
-	}
 }

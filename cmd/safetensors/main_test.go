@@ -551,23 +551,6 @@ func TestConvertFailureLeavesNothing(t *testing.T) {
 	assert.Empty(t, entries)
 }
 
-func TestProgressBar(t *testing.T) {
-	var out bytes.Buffer
-	p := &progressBar{w: &out, name: "in.safetensors"}
-	p.update(1<<20, 1<<20) // small: no bar
-	assert.Empty(t, out.String())
-	p.update(1<<29, 1<<30)
-	p.update(3<<28, 1<<30) // within 100 ms of the last: skipped
-	p.update(1<<30, 1<<30) // done: always drawn
-	assert.Equal(t, "\rin.safetensors [===============               ]  50% 0.5/1.0 GiB"+
-		"\rin.safetensors [==============================] 100% 1.0/1.0 GiB\n", out.String())
-	assert.Nil(t, newProgress(&out, "x"), "not a terminal")
-	f, err := os.Create(filepath.Join(t.TempDir(), "f"))
-	require.NoError(t, err)
-	defer f.Close()
-	assert.Nil(t, newProgress(f, "x"), "a regular file")
-}
-
 // TestModelDirectory runs inspect, validate and stats on a model's
 // directory as transformers writes it: one model.safetensors, or shards
 // and an index.

@@ -44,7 +44,14 @@ folder.`+modelHelp)
 			src, len(parts), partNames(parts), parts[0].Dir())
 		return exitTrouble
 	}
-	sum, err := quant.WriteModel(ctx, src, dst, s, checkpointOptions(src)...)
+	opts := []quant.Option{quant.OpenOptions(checkpointOptions(src)...)}
+	meter := newMeter(stderr, src, false)
+	defer meter.Done()
+	if meter != nil {
+		opts = append(opts, quant.Progress(meter.Update))
+	}
+	sum, err := quant.WriteModel(ctx, src, dst, s, opts...)
+	meter.Done()
 	if err != nil {
 		return fail(stderr, "quantize", err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/safetensors-go/safetensors"
 	"github.com/safetensors-go/safetensors/internal/parallel"
+	"github.com/safetensors-go/safetensors/internal/progress"
 	"github.com/safetensors-go/safetensors/internal/verdict"
 )
 
@@ -47,16 +48,18 @@ be read.`+modelHelp)
 	if len(names) == 0 {
 		names = m.names()
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	meter := newMeter(stderr, path, false)
+	defer meter.Done()
+	tw := tabwriter.NewWriter(meter.Writer(stdout), 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tDTYPE\tCOUNT\tMIN\tMAX\tMEAN\tSTD\tNAN\tINF")
 	status = exitOK
-	err = readValues(context.Background(), m.ck, names, func(v tensorValues) error {
+	err = readValues(context.Background(), m.ck, names, true, meter, func(v tensorValues) error {
 		switch {
 		case v.err != nil:
 			// Not found, or not read: the line goes to stderr, after the
 			// lines before it.
 			tw.Flush()
-			fmt.Fprintf(stderr, "safetensors stats: %s\n", errorNaming(path, v.err))
+			fmt.Fprintf(meter.Writer(stderr), "safetensors stats: %s\n", errorNaming(path, v.err))
 			status = max(status, exitTrouble)
 		case v.none:
 			fmt.Fprintf(tw, "%s\t%v\t-\t-\t-\t-\t-\t-\t-\n", quoteIfNeeded(v.name), v.info.DType)
@@ -70,6 +73,7 @@ be read.`+modelHelp)
 		}
 		return nil
 	})
+	meter.Done()
 	if ferr := tw.Flush(); err == nil {
 		err = ferr
 	}
@@ -114,83 +118,128 @@ func (v tensorValues) notFinite() bool {
 const valuesChunk = 4 << 20
 
 // readValues reads the values of the named tensors of src and calls each
-// with their statistics, in the order of names, from one goroutine at a
-// time. It is the one way the command reads values: each tensor piece by
-// piece through TensorElements (a piece of valuesChunk bytes, read into a
-// buffer each goroutine reuses, or a slice of a mapped file), its pieces'
-// statistics merged, several tensors at once, so that memory holds at most
-// a piece per goroutine of a model of any size, on disk or over HTTP. A
-// tensor that is not found or cannot be read is reported to each with its
-// error; readValues stops with an error when each returns one, when a
-// mapped file is truncated under it, and when ctx is done.
-func readValues(ctx context.Context, src safetensors.ElementSource, names []string, each func(tensorValues) error) error {
-	workers := min(runtime.GOMAXPROCS(0), len(names))
-	if workers == 0 {
-		return nil
+// with what they hold, in the order of names, from one goroutine at a
+// time: with stats, their statistics (Tensor.Stats); without, their count
+// and their NaN and Inf (Tensor.NonFinite, a scan of the bits many times
+// as fast), the other statistics left zero. It is the one way the command
+// reads values: every tensor in pieces of valuesChunk bytes, through
+// TensorElements (read into a buffer each goroutine reuses, or a slice of
+// a mapped file), the pieces of all the tensors shared among GOMAXPROCS
+// goroutines, so that one huge tensor keeps every core busy as many small
+// ones do, and memory holds at most a piece per goroutine of a model of
+// any size, on disk or over HTTP; a tensor's pieces are summarized apart
+// and merged in order (Stats.Merge). m, which may be nil, shows the bytes
+// read. A tensor that is not found or cannot be read is reported to each
+// with its error; readValues stops with an error when each returns one,
+// when a mapped file is truncated under it, and when ctx is done.
+func readValues(ctx context.Context, src safetensors.ElementSource, names []string, stats bool, m *progress.Meter, each func(tensorValues) error) error {
+	type piece struct {
+		t      int    // index in names
+		lo, hi uint64 // elements
 	}
-	bufs := make([][]byte, workers)
+	var (
+		results = make([]tensorValues, len(names))
+		first   = make([]int, len(names)+1) // each tensor's first piece
+		left    = make([]int, len(names))   // and how many are not done
+		pieces  []piece
+		total   uint64
+	)
+	for i, name := range names {
+		v := tensorValues{name: name}
+		v.info, v.err = src.Info(name)
+		first[i] = len(pieces)
+		if v.err == nil {
+			empty := safetensors.Tensor{Name: name, DType: v.info.DType, Shape: []uint64{0}}
+			if v.stats, v.err = empty.Stats(); v.err != nil {
+				v.none, v.err = true, nil // C64, F4, F6: no real value
+			} else {
+				bits := uint64(v.info.DType.Bits()) // a multiple of 8: the packed dtypes have none
+				size := v.info.DataOffsets[1] - v.info.DataOffsets[0]
+				n, step := size*8/bits, uint64(valuesChunk)*8/bits
+				for lo := uint64(0); lo < n; lo += step {
+					pieces = append(pieces, piece{i, lo, min(lo+step, n)})
+				}
+				total += size
+			}
+		}
+		left[i] = len(pieces) - first[i]
+		results[i] = v
+	}
+	first[len(names)] = len(pieces)
 	var (
 		mu      sync.Mutex
-		results = make([]tensorValues, len(names))
-		done    = make([]bool, len(names))
+		partial = make([]safetensors.Stats, len(pieces)) // each piece's
+		errs    = make([]error, len(pieces))
 		next    int // the first result not yet given to each
 	)
-	return parallel.For(ctx, len(names), workers, func(w, i int) error {
-		v := tensorValues{name: names[i]}
-		v.info, v.err = src.Info(v.name)
-		if v.err == nil {
-			v.stats, v.none, v.err = tensorStats(ctx, src, v.info, &bufs[w])
+	// emit gives each the results complete, in order; under mu.
+	emit := func() error {
+		for ; next < len(names) && left[next] == 0; next++ {
+			v := &results[next]
+			for k := first[next]; k < first[next+1] && v.err == nil; k++ {
+				switch {
+				case errs[k] != nil:
+					v.err = errs[k]
+				case k == first[next]:
+					v.stats = partial[k]
+				default:
+					v.stats = v.stats.Merge(partial[k])
+				}
+			}
+			if err := each(*v); err != nil {
+				return err
+			}
+			*v = tensorValues{}
 		}
-		if errors.Is(v.err, safetensors.ErrFileChanged) || errors.Is(v.err, io.ErrUnexpectedEOF) {
-			return v.err // the file is not what it was: read no more
+		return nil
+	}
+	if err := emit(); err != nil {
+		return err
+	}
+	var report func(done uint64)
+	if m != nil {
+		report = func(done uint64) { m.Update(done, total) }
+	}
+	bufs := make([][]byte, runtime.GOMAXPROCS(0))
+	err := parallel.ForProgress(ctx, len(pieces), len(bufs), func(w, k int) (uint64, error) {
+		p := pieces[k]
+		info := results[p.t].info
+		size := (p.hi - p.lo) * uint64(info.DType.Bits()/8)
+		if bufs[w] == nil {
+			bufs[w] = make([]byte, valuesChunk)
+		}
+		s, err := pieceValues(ctx, src, info, p.lo, p.hi, stats, bufs[w])
+		if errors.Is(err, safetensors.ErrFileChanged) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return size, err // the file is not what it was: read no more
 		}
 		if err := parallel.Stopped(ctx); err != nil {
-			return err
+			return size, err
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		results[i], done[i] = v, true
-		for ; next < len(names) && done[next]; next++ {
-			if err := each(results[next]); err != nil {
-				return err
-			}
-			results[next] = tensorValues{}
-		}
-		return nil
-	})
+		partial[k], errs[k] = s, err
+		left[p.t]--
+		return size, emit()
+	}, report)
+	if err != nil {
+		return err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return emit() // none is left, unless there was no piece at all
 }
 
-// tensorStats returns the statistics of the values of the tensor info of
-// src, read a piece at a time into *buf (allocated on first use), or none
-// for a dtype with no real value.
-func tensorStats(ctx context.Context, src safetensors.ElementSource, info safetensors.TensorInfo, buf *[]byte) (_ safetensors.Stats, none bool, _ error) {
-	empty := safetensors.Tensor{Name: info.Name, DType: info.DType, Shape: []uint64{0}}
-	all, err := empty.Stats()
+// pieceValues returns the statistics of the elements [lo, hi) of the
+// tensor info of src, read into buf, or with stats false their count and
+// NaN and Inf only.
+func pieceValues(ctx context.Context, src safetensors.ElementSource, info safetensors.TensorInfo, lo, hi uint64, stats bool, buf []byte) (safetensors.Stats, error) {
+	piece, err := src.TensorElements(ctx, info.Name, lo, hi, buf)
 	if err != nil {
-		return safetensors.Stats{}, true, nil // C64, F4, F6: no real value
+		return safetensors.Stats{}, err
 	}
-	bits := uint64(info.DType.Bits()) // a multiple of 8: the packed dtypes have none
-	size := info.DataOffsets[1] - info.DataOffsets[0]
-	n := size * 8 / bits
-	step := uint64(valuesChunk) * 8 / bits
-	for lo := uint64(0); lo < n; lo += step {
-		hi := min(lo+step, n)
-		if *buf == nil && n > 0 {
-			*buf = make([]byte, valuesChunk)
-		}
-		piece, err := src.TensorElements(ctx, info.Name, lo, hi, *buf)
-		if err != nil {
-			return safetensors.Stats{}, false, err
-		}
-		s, err := piece.Stats()
-		if err != nil {
-			return safetensors.Stats{}, false, err
-		}
-		if lo == 0 {
-			all = s
-		} else {
-			all = all.Merge(s)
-		}
+	if stats {
+		return piece.Stats()
 	}
-	return all, false, nil
+	nan, inf, err := piece.NonFinite()
+	return safetensors.Stats{Count: hi - lo, NaN: nan, Inf: inf}, err
 }

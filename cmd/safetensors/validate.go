@@ -39,7 +39,7 @@ invalid or holds such values, 2 if one could not be read.`+modelHelp)
 			}
 			continue
 		}
-		status = max(status, validate(stdout, name, *values))
+		status = max(status, validate(stdout, stderr, name, *values))
 	}
 	return status
 }
@@ -59,10 +59,11 @@ func validateDataset(w io.Writer, dir, sep string) bool {
 }
 
 // validate prints the verdict on the named model, and on each of its parts,
-// and with values the tensors that hold NaN or Inf. It returns the exit
-// status for it: exitFail when it is invalid or holds such values,
-// exitTrouble when it could not be read.
-func validate(w io.Writer, name string, values bool) int {
+// and with values the tensors that hold NaN or Inf, showing the progress of
+// the scan on stderr (a terminal). It returns the exit status for it:
+// exitFail when it is invalid or holds such values, exitTrouble when it
+// could not be read.
+func validate(w, stderr io.Writer, name string, values bool) int {
 	ctx := context.Background()
 	m, err := openModel(ctx, name)
 	if err != nil {
@@ -106,7 +107,10 @@ func validate(w io.Writer, name string, values bool) int {
 		}
 	}
 	status := exitOK
-	err = readValues(ctx, m.ck, names, func(v tensorValues) error {
+	meter := newMeter(stderr, name, false)
+	defer meter.Done()
+	w = meter.Writer(w)
+	err = readValues(ctx, m.ck, names, false, meter, func(v tensorValues) error {
 		switch {
 		case v.err != nil:
 			fmt.Fprintf(w, "%s: tensor %s: error: %v\n", name, quoteIfNeeded(v.name), v.err)
@@ -118,6 +122,7 @@ func validate(w io.Writer, name string, values bool) int {
 		}
 		return nil
 	})
+	meter.Done()
 	if err != nil {
 		fmt.Fprintf(w, "%s: error: %v\n", name, err)
 		return max(status, statusOf(err))
