@@ -11,12 +11,14 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 
 	"github.com/safetensors-go/safetensors"
 	"github.com/safetensors-go/safetensors/internal/atomicfile"
 	"github.com/safetensors-go/safetensors/internal/hfindex"
+	"github.com/safetensors-go/safetensors/internal/parallel"
 )
 
 // A Conversion tells what Convert wrote.
@@ -133,7 +135,12 @@ type converter struct {
 	out         Conversion
 	sizes       map[string]map[string]uint64 // file → listed tensor → size written
 
-	in  []byte    // a chunk of the input's bytes, for a source read through ReadAt
+	slots []convertSlot // the memory of each slot of the pipeline
+}
+
+// convertSlot is the memory of one chunk under way.
+type convertSlot struct {
+	in  []byte    // the chunk's bytes, for a source read through ReadAt
 	f32 []float32 // the chunk decoded
 	buf []byte    // the chunk encoded
 }
@@ -200,6 +207,7 @@ func (cv *converter) convertFile(f *file, out string) error {
 	// The output lays the tensors out as the reference writer does, which
 	// may be in another order than the input's: SpecOrder gives each
 	// output tensor's spec, made from the input tensor of the same index.
+	var chunks []convertChunkRef
 	for k, t := range fw.Header().Tensors {
 		s := h.Tensors[fw.SpecOrder()[k]]
 		sizes[t.Name] = t.DataOffsets[1] - t.DataOffsets[0]
@@ -207,9 +215,16 @@ func (cv *converter) convertFile(f *file, out string) error {
 		if t.DType != s.DType {
 			cv.out.Converted++
 		}
-		if err := cv.copyTensor(f.r, s, t.DType, fw); err != nil {
-			return err
+		size := s.DataOffsets[1] - s.DataOffsets[0]
+		bits := uint64(s.DType.Bits())
+		n := size/bits*8 + size%bits*8/bits // size*8/bits, without overflow
+		step := uint64(convertChunk)        // a multiple of 8: whole bytes of the packed dtypes
+		for lo := uint64(0); lo < n; lo += step {
+			chunks = append(chunks, convertChunkRef{s, t.DType, lo, min(lo+step, n)})
 		}
+	}
+	if err := cv.copyChunks(f.r, chunks, fw); err != nil {
+		return err
 	}
 	if err := cv.stopped(out); err != nil {
 		return err
@@ -224,74 +239,95 @@ func (cv *converter) convertFile(f *file, out string) error {
 	return nil
 }
 
-// copyTensor writes the tensor s of r to w, converted to the dtype to, a
-// chunk at a time.
-func (cv *converter) copyTensor(r *safetensors.Reader, s safetensors.TensorInfo, to safetensors.DType, w io.Writer) error {
-	size := s.DataOffsets[1] - s.DataOffsets[0]
-	bits := uint64(s.DType.Bits())
-	n := size/bits*8 + size%bits*8/bits // size*8/bits, without overflow
-	step := uint64(convertChunk)        // a multiple of 8: whole bytes of the packed dtypes
-	for lo := uint64(0); lo < n; lo += step {
-		if err := cv.stopped(s.Name); err != nil {
-			return err
+// convertChunkRef is a chunk of a tensor to convert: the elements
+// [lo, hi) of the input tensor s, converted to the dtype to.
+type convertChunkRef struct {
+	s      safetensors.TensorInfo
+	to     safetensors.DType
+	lo, hi uint64
+}
+
+// copyChunks writes the chunks of tensors of r to w, in order, each
+// converted to its dtype: read and converted on every core, a few chunks
+// ahead (parallel.Ordered), written by the calling goroutine, which calls
+// the progress function after each.
+func (cv *converter) copyChunks(r *safetensors.Reader, chunks []convertChunkRef, w io.Writer) error {
+	window := 2*runtime.GOMAXPROCS(0) + 2
+	if len(cv.slots) < window {
+		cv.slots = make([]convertSlot, window)
+	}
+	next := 0 // the chunk to write
+	err := parallel.Ordered(cv.ctx, len(chunks), 0, window, func(slot, i int) (safetensors.Tensor, error) {
+		c, m := chunks[i], &cv.slots[slot]
+		if err := cv.stopped(c.s.Name); err != nil {
+			return safetensors.Tensor{}, err
 		}
-		hi := min(lo+step, n)
-		if need := (hi - lo) * bits / 8; uint64(cap(cv.in)) < need {
-			cv.in = make([]byte, need) // for a file read through ReadAt; a mapped one gives slices
+		bits := uint64(c.s.DType.Bits())
+		if need := (c.hi - c.lo) * bits / 8; uint64(cap(m.in)) < need {
+			m.in = make([]byte, need) // for a file read through ReadAt; a mapped one gives slices
 		}
-		piece, err := r.TensorElements(cv.ctx, s.Name, lo, hi, cv.in)
-		if err != nil {
-			return err
+		piece, err := r.TensorElements(cv.ctx, c.s.Name, c.lo, c.hi, m.in)
+		if err != nil || c.to == c.s.DType {
+			return piece, err
 		}
 		// A mapped file truncated as it is read faults: an error wrapping
 		// ErrFileChanged, not SIGBUS.
 		err = safetensors.GuardFaults(func() error {
-			data := piece.Data
-			if to != s.DType {
-				var err error
-				if data, err = cv.convert(piece); err != nil {
-					return err
-				}
-			}
-			_, err := w.Write(data)
+			var err error
+			piece.Data, err = m.convert(piece, c.to, cv.rounding)
+			return err
+		})
+		return piece, err
+	}, func(i int, piece safetensors.Tensor) error {
+		// piece.Data may be the mapped file's own bytes.
+		err := safetensors.GuardFaults(func() error {
+			_, err := w.Write(piece.Data)
 			return err
 		})
 		if err != nil {
 			return err
 		}
-		cv.done += uint64(len(piece.Data))
+		c := chunks[i]
+		cv.done += (c.hi - c.lo) * uint64(c.s.DType.Bits()) / 8
 		if cv.progress != nil {
 			cv.progress(cv.done, cv.total)
 		}
+		next = i + 1
+		return nil
+	})
+	if err != nil && next < len(chunks) {
+		if stopped := cv.stopped(chunks[next].s.Name); stopped != nil {
+			return stopped // as it says which tensor was not written
+		}
 	}
-	return nil
+	return err
 }
 
-// convert converts a chunk of whole elements to cv.to, into cv.buf.
-func (cv *converter) convert(t safetensors.Tensor) ([]byte, error) {
+// convert converts a chunk of whole elements to the dtype to, into m.buf.
+func (m *convertSlot) convert(t safetensors.Tensor, to safetensors.DType, r safetensors.Rounding) ([]byte, error) {
 	vals, err := safetensors.View[float32](t)
 	if err != nil { // not F32, or not aligned
-		if cv.f32, err = t.AppendFloat32s(cv.f32[:0]); err != nil {
+		if m.f32, err = t.AppendFloat32s(m.f32[:0]); err != nil {
 			return nil, err
 		}
-		vals = cv.f32
+		vals = m.f32
 	}
-	switch cv.to {
+	switch to {
 	case safetensors.F16:
-		cv.buf = safetensors.F32sToF16Bytes(cv.buf, vals, cv.rounding)
-		return cv.buf, nil
+		m.buf = safetensors.F32sToF16Bytes(m.buf, vals, r)
+		return m.buf, nil
 	case safetensors.BF16:
-		cv.buf = safetensors.F32sToBF16Bytes(cv.buf, vals, cv.rounding)
-		return cv.buf, nil
+		m.buf = safetensors.F32sToBF16Bytes(m.buf, vals, r)
+		return m.buf, nil
 	}
-	if cap(cv.buf) < 4*len(vals) {
-		cv.buf = make([]byte, 4*len(vals))
+	if cap(m.buf) < 4*len(vals) {
+		m.buf = make([]byte, 4*len(vals))
 	}
-	cv.buf = cv.buf[:4*len(vals)]
+	m.buf = m.buf[:4*len(vals)]
 	for i, v := range vals {
-		binary.LittleEndian.PutUint32(cv.buf[4*i:], math.Float32bits(v))
+		binary.LittleEndian.PutUint32(m.buf[4*i:], math.Float32bits(v))
 	}
-	return cv.buf, nil
+	return m.buf, nil
 }
 
 // convertIndex writes the index of the part p, whose files are named

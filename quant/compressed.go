@@ -80,58 +80,81 @@ func compressWeight(ctx context.Context, w safetensors.Tensor, s Strategy) (q, s
 	}
 	out, in := int(w.Shape[0]), int(w.Shape[1])
 	q = safetensors.Tensor{Name: w.Name, DType: safetensors.I8, Shape: []uint64{uint64(out), uint64(in)}, Data: make([]byte, out*in)}
-	scales := make([]float32, out)
-	if s == PerTensor {
-		m, err := maxAbs(ctx, w, out, in)
-		if err != nil {
-			return q, scale, err
-		}
-		sc := scaleOf(m, w.DType)
-		for i := range scales {
-			scales[i] = sc
-		}
-		err = forRows(ctx, out, in, func(lo, hi int, buf []float32) error {
-			for r := lo; r < hi; r++ {
-				if readsBF16Bytes(w.DType) {
-					quantRowBF16(q.Data[r*in:(r+1)*in], w.Data[2*r*in:2*(r+1)*in], scales[r], m)
-					continue
-				}
-				x := row(w, r, in, buf)
-				quantRow(q.Data[r*in:(r+1)*in], x, scales[r], m, w.DType)
-			}
-			return nil
-		})
-		if err != nil {
-			return q, scale, err
-		}
-		return q, scaleTensor(w, scales[:1], []uint64{1}), nil
-	}
-	err = forRows(ctx, out, in, func(lo, hi int, buf []float32) error {
-		for r := lo; r < hi; r++ {
-			if readsBF16Bytes(w.DType) {
-				raw := w.Data[2*r*in : 2*(r+1)*in]
-				m, bad := rowMaxAbsBF16(raw)
-				if bad >= 0 {
-					return notFinite(w.Name, r*in+bad, safetensors.BF16ToF32(binary.LittleEndian.Uint16(raw[2*bad:])))
-				}
-				scales[r] = scaleOf(m, w.DType)
-				quantRowBF16(q.Data[r*in:(r+1)*in], raw, scales[r], m)
-				continue
-			}
-			x := row(w, r, in, buf)
-			m, bad := rowMaxAbs(x)
-			if bad >= 0 {
-				return notFinite(w.Name, r*in+bad, x[bad])
-			}
-			scales[r] = scaleOf(m, w.DType)
-			quantRow(q.Data[r*in:(r+1)*in], x, scales[r], m, w.DType)
-		}
-		return nil
-	})
+	scales, m, err := weightScales(ctx, w, s)
 	if err != nil {
 		return q, scale, err
 	}
-	return q, scaleTensor(w, scales, []uint64{uint64(out), 1}), nil
+	if err := quantRows(ctx, w, s, m, 0, out, q.Data, scales); err != nil {
+		return q, scale, err
+	}
+	return q, scaleOfWeight(w, s, scales), nil
+}
+
+// weightScales returns the memory for the scales of the weight w, checked
+// by checkWeight, one per row, and for PerTensor its max|x| and the scale
+// of every row, all the same.
+func weightScales(ctx context.Context, w safetensors.Tensor, s Strategy) (scales []float32, m float32, err error) {
+	out, in := int(w.Shape[0]), int(w.Shape[1])
+	scales = make([]float32, out)
+	if s != PerTensor {
+		return scales, 0, nil
+	}
+	if m, err = maxAbs(ctx, w, out, in); err != nil {
+		return nil, 0, err
+	}
+	sc := scaleOf(m, w.DType)
+	for i := range scales {
+		scales[i] = sc
+	}
+	return scales, m, nil
+}
+
+// scaleOfWeight returns the scale tensor of the weight w from the scales
+// of its rows.
+func scaleOfWeight(w safetensors.Tensor, s Strategy, scales []float32) safetensors.Tensor {
+	if s == PerTensor {
+		return scaleTensor(w, scales[:1], []uint64{1})
+	}
+	return scaleTensor(w, scales, []uint64{w.Shape[0], 1})
+}
+
+// quantRows quantizes the rows [lo, hi) of the weight w, checked by
+// checkWeight, into dst, their (hi-lo)*in int8 values, in parallel (see
+// forRows). For PerChannel it sets their scales in scales; for PerTensor,
+// scales holds them already (weightScales), and m is the tensor's max|x|.
+func quantRows(ctx context.Context, w safetensors.Tensor, s Strategy, m float32, lo, hi int, dst []byte, scales []float32) error {
+	in := int(w.Shape[1])
+	return forRows(ctx, hi-lo, in, func(a, b int, buf []float32) error {
+		for r := lo + a; r < lo+b; r++ {
+			q := dst[(r-lo)*in : (r-lo+1)*in]
+			if s == PerTensor {
+				if readsBF16Bytes(w.DType) {
+					quantRowBF16(q, w.Data[2*r*in:2*(r+1)*in], scales[r], m)
+					continue
+				}
+				quantRow(q, row(w, r, in, buf), scales[r], m, w.DType)
+				continue
+			}
+			if readsBF16Bytes(w.DType) {
+				raw := w.Data[2*r*in : 2*(r+1)*in]
+				rm, bad := rowMaxAbsBF16(raw)
+				if bad >= 0 {
+					return notFinite(w.Name, r*in+bad, safetensors.BF16ToF32(binary.LittleEndian.Uint16(raw[2*bad:])))
+				}
+				scales[r] = scaleOf(rm, w.DType)
+				quantRowBF16(q, raw, scales[r], rm)
+				continue
+			}
+			x := row(w, r, in, buf)
+			rm, bad := rowMaxAbs(x)
+			if bad >= 0 {
+				return notFinite(w.Name, r*in+bad, x[bad])
+			}
+			scales[r] = scaleOf(rm, w.DType)
+			quantRow(q, x, scales[r], rm, w.DType)
+		}
+		return nil
+	})
 }
 
 // DecompressWeight is the inverse of CompressWeight, as compressed-tensors

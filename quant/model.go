@@ -2,6 +2,7 @@ package quant
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -303,15 +304,104 @@ func (w *modelWriter) quantizeFile(f string, listed []safetensors.TensorInfo, ou
 		total += t.DataOffsets[1] - t.DataOffsets[0]
 		weightMap[t.Name] = filepath.Base(out)
 	}
-	for _, info := range listed {
-		if err := parallel.Stopped(ctx); err != nil {
-			return 0, fmt.Errorf("%s not written: %w", out, err)
+	// A goroutine reads and quantizes the weights, a block of rows at a
+	// time on every core, while this one writes the block before, so that
+	// the computation and the writes overlap; at most blockBuffers blocks
+	// are in memory, whatever the weight's size.
+	pctx, cancel := context.WithCancel(ctx)
+	next := make(chan quantItem)
+	free := make(chan []byte, blockBuffers)
+	for range blockBuffers {
+		free <- nil
+	}
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		defer close(next)
+		send := func(p quantItem) bool {
+			select {
+			case next <- p:
+				return p.err == nil
+			case <-quit: // this goroutine writes no more
+				return false
+			}
 		}
-		t, err := ck.TensorContext(ctx, info.Name)
-		if err != nil {
-			return 0, err
+		fail := func(err error) {
+			if stopped := parallel.Stopped(ctx); stopped != nil {
+				err = fmt.Errorf("%s not written: %w", out, stopped)
+			} else {
+				err = fmt.Errorf("%s: %w", in, err)
+			}
+			send(quantItem{err: err})
 		}
-		if !IsLinearWeight(t.Name, t.Shape) || !quantizable(t.DType) {
+		for _, info := range listed {
+			if err := parallel.Stopped(ctx); err != nil {
+				send(quantItem{err: fmt.Errorf("%s not written: %w", out, err)})
+				return
+			}
+			t, err := ck.TensorContext(pctx, info.Name)
+			if err != nil {
+				send(quantItem{err: err})
+				return
+			}
+			kept := !IsLinearWeight(t.Name, t.Shape) || !quantizable(t.DType)
+			if !send(quantItem{t: t, kept: kept}) {
+				return
+			}
+			if kept {
+				continue
+			}
+			if err := checkWeight(t); err != nil {
+				fail(err)
+				return
+			}
+			scales, m, err := weightScales(pctx, t, s)
+			if err != nil {
+				fail(err)
+				return
+			}
+			rows, cols := int(t.Shape[0]), int(t.Shape[1])
+			step := max(1, blockBytes/max(cols, 1))
+			for lo := 0; lo < rows; lo += step {
+				hi := min(lo+step, rows)
+				var buf []byte
+				select {
+				case buf = <-free:
+				case <-quit:
+					return
+				}
+				if cap(buf) < (hi-lo)*cols {
+					buf = make([]byte, step*cols)
+				}
+				buf = buf[:(hi-lo)*cols]
+				if err := quantRows(pctx, t, s, m, lo, hi, buf, scales); err != nil {
+					fail(err)
+					return
+				}
+				if len(buf) == 0 { // rows of no values: nothing to write
+					free <- buf
+					continue
+				}
+				if !send(quantItem{block: buf, read: uint64(len(t.Data) / rows * (hi - lo))}) {
+					return
+				}
+			}
+			if !send(quantItem{scale: scaleOfWeight(t, s, scales)}) {
+				return
+			}
+		}
+	}()
+	defer func() {
+		cancel()
+		close(quit)
+		<-done
+	}()
+	for p := range next {
+		if p.err != nil {
+			return 0, p.err
+		}
+		t := p.t
+		if p.kept {
 			sum.Kept = append(sum.Kept, t.Name)
 			if err := fw.WriteTensorAt(t.Name, bytes.NewReader(t.Data)); err != nil {
 				return 0, err
@@ -319,23 +409,94 @@ func (w *modelWriter) quantizeFile(f string, listed []safetensors.TensorInfo, ou
 			w.read(uint64(len(t.Data)))
 			continue
 		}
-		q, scale, err := compressWeight(ctx, t, s)
-		if stopped := parallel.Stopped(ctx); err != nil && stopped != nil {
-			return 0, fmt.Errorf("%s not written: %w", out, stopped)
+		// The blocks of the weight's values, then its scale.
+		sum.Quantized = append(sum.Quantized, t.Name)
+		br := &blockReader{next: next, free: free, read: w.read}
+		err := fw.WriteTensorAt(t.Name, br)
+		br.release()
+		if br.err != nil {
+			return 0, br.err // the quantization's error, or a closed channel's
 		}
 		if err != nil {
-			return 0, fmt.Errorf("%s: %w", in, err)
-		}
-		sum.Quantized = append(sum.Quantized, t.Name)
-		if err := fw.WriteTensorAt(q.Name, bytes.NewReader(q.Data)); err != nil {
 			return 0, err
 		}
-		if err := fw.WriteTensorAt(scale.Name, bytes.NewReader(scale.Data)); err != nil {
+		p, ok := <-next
+		if !ok || p.err != nil {
+			return 0, cmp.Or(p.err, errors.New("quant: internal error: no scale"))
+		}
+		if err := fw.WriteTensorAt(p.scale.Name, bytes.NewReader(p.scale.Data)); err != nil {
 			return 0, err
 		}
-		w.read(uint64(len(t.Data)))
 	}
 	return total, fw.Close()
+}
+
+// blockBytes is the size of the blocks of int8 values of a weight that
+// WriteModel quantizes at a time, and blockBuffers how many are in memory
+// at once: one being written, one waiting, one being filled.
+const (
+	blockBytes   = 4 << 20
+	blockBuffers = 3
+)
+
+// quantItem is what the goroutine that quantizes the tensors of a file
+// sends the one that writes them, in the order of the writes: a tensor
+// (kept, or a weight whose blocks follow), a block of a weight's int8
+// values and the bytes of the weight that it quantizes (read), a weight's
+// scale after its last block, or an error that ends the file.
+type quantItem struct {
+	t, scale safetensors.Tensor
+	kept     bool
+	block    []byte
+	read     uint64
+	err      error
+}
+
+// blockReader reads the blocks of a weight's values from next, giving
+// each back to free once read and counting the bytes of the weight they
+// quantize with read. It stops at the item after the blocks (the scale),
+// which it leaves in its place, or at an error, which it keeps.
+type blockReader struct {
+	next  chan quantItem
+	free  chan []byte
+	read  func(n uint64)
+	cur   quantItem // the block being read
+	off   int
+	err   error
+}
+
+func (r *blockReader) Read(p []byte) (int, error) {
+	for r.off == len(r.cur.block) {
+		r.release()
+		if r.err != nil {
+			return 0, r.err
+		}
+		it, ok := <-r.next
+		switch {
+		case !ok:
+			r.err = errors.New("quant: internal error: the weight's blocks ended early")
+			return 0, r.err
+		case it.err != nil:
+			r.err = it.err
+			return 0, r.err
+		case it.block == nil:
+			r.err = errors.New("quant: internal error: the weight's blocks ended early")
+			return 0, r.err
+		}
+		r.cur, r.off = it, 0
+	}
+	n := copy(p, r.cur.block[r.off:])
+	r.off += n
+	return n, nil
+}
+
+// release gives the block read back to free, and counts it.
+func (r *blockReader) release() {
+	if r.cur.block != nil {
+		r.read(r.cur.read)
+		r.free <- r.cur.block
+		r.cur, r.off = quantItem{}, 0
+	}
 }
 
 func scaleShape(shape []uint64, s Strategy) []uint64 {

@@ -120,3 +120,101 @@ func ForProgress(ctx context.Context, n, workers int, f func(worker, i int) (uin
 	}
 	return <-result
 }
+
+// Ordered calls produce for each i in [0, n) from at most workers
+// goroutines at once (GOMAXPROCS when workers <= 0), and consume with
+// each result on the calling goroutine, in the order of i: a pipeline
+// whose work runs in parallel and whose output (the writes of a file)
+// keeps its order. At most window items (2*workers+2 when window <= 0)
+// are produced and not yet consumed, and slot, in [0, window), is the
+// item's own until its consume returns, so that produce can fill memory
+// kept per slot (a buffer) that consume then reads.
+//
+// The first error of produce (in the order of i) or consume, or
+// context.Cause(ctx) once ctx is done, stops the work: no more items are
+// consumed or handed out, the calls under way finish, and Ordered returns
+// that error.
+func Ordered[T any](ctx context.Context, n, workers, window int, produce func(slot, i int) (T, error), consume func(i int, v T) error) error {
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	workers = max(1, min(workers, n))
+	if window <= 0 {
+		window = 2*workers + 2
+	}
+	done := ctx.Done()
+	if workers == 1 && window == 1 || n <= 1 {
+		for i := range n {
+			select {
+			case <-done:
+				return context.Cause(ctx)
+			default:
+			}
+			v, err := produce(0, i)
+			if err != nil {
+				return err
+			}
+			if err := consume(i, v); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	// Item i fills slot i % window: a token is taken before an index is
+	// handed out and given back once the item is consumed, so that the
+	// items under way are fewer than window past the last consumed.
+	slots := make([]chan result, window)
+	tokens := make(chan struct{}, window)
+	for k := range slots {
+		slots[k] = make(chan result, 1)
+		tokens <- struct{}{}
+	}
+	quit := make(chan struct{})
+	var (
+		next atomic.Int64
+		wg   sync.WaitGroup
+	)
+	wg.Add(workers)
+	for range workers {
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-tokens:
+				case <-quit:
+					return
+				}
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				v, err := produce(i%window, i)
+				slots[i%window] <- result{v, err} // empty: its last item was consumed
+			}
+		}()
+	}
+	defer func() {
+		close(quit)
+		wg.Wait()
+	}()
+	for i := range n {
+		var r result
+		select {
+		case r = <-slots[i%window]:
+		case <-done:
+			return context.Cause(ctx)
+		}
+		if r.err != nil {
+			return r.err
+		}
+		if err := consume(i, r.v); err != nil {
+			return err
+		}
+		tokens <- struct{}{}
+	}
+	return nil
+}

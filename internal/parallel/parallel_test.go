@@ -147,3 +147,73 @@ func TestForProgress(t *testing.T) {
 		assert.NoError(t, err, "no report")
 	}
 }
+
+// TestOrdered: every item consumed once, in order, on the calling
+// goroutine (no lock: -race); the slot of an item is its own until it is
+// consumed; at most window items are produced and not consumed; an error
+// of produce or consume stops the work and is returned.
+func TestOrdered(t *testing.T) {
+	for _, c := range []struct{ n, workers, window int }{{0, 3, 0}, {1, 3, 0}, {100, 1, 1}, {100, 1, 4}, {1000, 4, 0}, {1000, 4, 5}} {
+		var (
+			got    []int
+			busy   = make([]atomic.Int32, max(c.window, 2*max(1, min(c.workers, c.n))+2))
+			ahead  atomic.Int32
+			most   atomic.Int32
+			failed atomic.Bool
+		)
+		err := Ordered(context.Background(), c.n, c.workers, c.window, func(slot, i int) (int, error) {
+			if busy[slot].Add(1) != 1 {
+				failed.Store(true)
+			}
+			a := ahead.Add(1)
+			for m := most.Load(); a > m && !most.CompareAndSwap(m, a); m = most.Load() {
+			}
+			return i * 2, nil
+		}, func(i, v int) error {
+			got = append(got, v/2)
+			window := c.window
+			if window <= 0 {
+				window = 2*max(1, min(c.workers, c.n)) + 2
+			}
+			busy[i%window].Add(-1)
+			ahead.Add(-1)
+			return nil
+		})
+		require.NoError(t, err, "%+v", c)
+		require.Len(t, got, c.n, "%+v", c)
+		for i, v := range got {
+			require.Equal(t, i, v, "%+v", c)
+		}
+		assert.False(t, failed.Load(), "%+v: a slot in use twice", c)
+		if c.window > 0 && c.n > 1 {
+			assert.LessOrEqual(t, int(most.Load()), c.window, "%+v", c)
+		}
+	}
+	boom := errors.New("boom")
+	for _, bad := range []string{"produce", "consume"} {
+		var consumed int
+		err := Ordered(context.Background(), 1000, 4, 0, func(slot, i int) (int, error) {
+			if bad == "produce" && i == 500 {
+				return 0, boom
+			}
+			return i, nil
+		}, func(i, v int) error {
+			consumed++
+			if bad == "consume" && i == 500 {
+				return boom
+			}
+			return nil
+		})
+		assert.ErrorIs(t, err, boom, bad)
+		assert.Equal(t, map[string]int{"produce": 500, "consume": 501}[bad], consumed, bad)
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	stop := errors.New("stop")
+	err := Ordered(ctx, 1000, 4, 0, func(slot, i int) (int, error) { return i, nil }, func(i, v int) error {
+		if i == 10 {
+			cancel(stop)
+		}
+		return nil
+	})
+	assert.ErrorIs(t, err, stop)
+}
