@@ -457,12 +457,12 @@ type quantItem struct {
 // quantize with read. It stops at the item after the blocks (the scale),
 // which it leaves in its place, or at an error, which it keeps.
 type blockReader struct {
-	next  chan quantItem
-	free  chan []byte
-	read  func(n uint64)
-	cur   quantItem // the block being read
-	off   int
-	err   error
+	next chan quantItem
+	free chan []byte
+	read func(n uint64)
+	cur  quantItem // the block being read
+	off  int
+	err  error
 }
 
 func (r *blockReader) Read(p []byte) (int, error) {
