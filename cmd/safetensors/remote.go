@@ -64,3 +64,6 @@ func isHub(name string) bool {
 	}
 	return false
 }
+
+// remoteHint returns the command's next step for err, or "".
+func remoteHint(err error) string { return "" }
