@@ -439,7 +439,7 @@ func TestPipelineDiffers(t *testing.T) {
 	// check and validate --values find the NaN, in its part.
 	status, stdout, _ = runCmd("check", b)
 	assert.Equal(t, exitFail, status)
-	assert.Contains(t, stdout, "vae: error: tensor \"encoder.conv_in.bias\": 1 NaN values, the first at index 0\n")
+	assert.Contains(t, stdout, "vae: error: tensor \"encoder.conv_in.bias\": 1 NaN value, the first at index 0\n")
 	status, stdout, _ = runCmd("validate", "--values", b)
 	assert.Equal(t, exitFail, status)
 	assert.Contains(t, stdout, b+": tensor vae/encoder.conv_in.bias: 1 NaN, 0 Inf of 8 values\n")
@@ -583,7 +583,7 @@ func TestSentenceTransformers(t *testing.T) {
 			status, stdout, _ := runCmd("check", name)
 			assert.Equal(t, exitFail, status, stdout)
 			assert.Contains(t, stdout, name+": 2 parts, 60 tensors, ")
-			assert.Contains(t, stdout, "2_Dense: error: tensor \"linear.weight\": 1 NaN values, the first at index 0\n")
+			assert.Contains(t, stdout, "2_Dense: error: tensor \"linear.weight\": 1 NaN value, the first at index 0\n")
 			status, stdout, _ = runCmd("validate", "--values", name)
 			assert.Equal(t, exitFail, status, stdout)
 			assert.Contains(t, stdout, name+": tensor 2_Dense/linear.weight: 1 NaN, 0 Inf of 128 values\n")

@@ -49,6 +49,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	english "github.com/safetensors-go/safetensors/internal/plural"
 )
 
 // The exit statuses, as grep and diff give them.
@@ -317,14 +319,8 @@ func errorNaming(name string, err error) string {
 	return name + ": " + msg
 }
 
-// plural returns n and the noun, in the plural unless n is 1: "1 tensor",
-// "2 tensors".
-func plural[N int | uint64](n N, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
-}
+// plural returns n and the noun, in the plural unless n is 1.
+func plural[N int | uint64](n N, noun string) string { return english.Of(n, noun) }
 
 // writeJSON writes v to w as every command's --json does: one document,
 // indented by two spaces, ending with a newline.
