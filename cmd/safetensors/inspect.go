@@ -49,18 +49,29 @@ A DATASET is the directory of a safetensors-spark dataset
 		return fail(stderr, "inspect", name, err)
 	}
 	defer m.Close()
+	warnings := []string{}
 	if m.warning != "" {
-		fmt.Fprintf(stderr, "safetensors inspect: warning: %s\n", m.warning)
+		warnings = append(warnings, m.warning)
+		if !*asJSON {
+			fmt.Fprintf(stderr, "safetensors inspect: warning: %s\n", m.warning)
+		}
 	}
-	switch parts := m.ck.Parts(); {
-	case parts != nil && *asJSON:
-		err = writeJSON(stdout, summarizeParts(name, m.ck))
-	case parts != nil:
-		err = summarizeParts(name, m.ck).print(stdout)
-	case *asJSON:
-		err = m.summary(name).streamJSON(stdout)
-	default:
-		err = m.summary(name).print(stdout)
+	if m.ck.Parts() != nil {
+		ps := summarizeParts(name, m.ck)
+		ps.Warnings = warnings
+		if *asJSON {
+			err = writeJSON(stdout, ps)
+		} else {
+			err = ps.print(stdout)
+		}
+	} else {
+		s := m.summary(name)
+		s.Warnings = warnings
+		if *asJSON {
+			err = s.streamJSON(stdout)
+		} else {
+			err = s.print(stdout)
+		}
 	}
 	if err != nil {
 		return fail(stderr, "inspect", name, err)
@@ -173,9 +184,12 @@ type summary struct {
 	// own metadata (Checkpoint.IndexMetadata), such as total_size.
 	Metadata      map[string]any  `json:"metadata"`
 	IndexMetadata map[string]any  `json:"index_metadata"`
-	Files         []fileSummary   `json:"files"`
-	Tensors       []tensorSummary `json:"tensors"`
-	Totals        totals          `json:"totals"`
+	// Warnings say that the index leaves out tensors its shards hold, or
+	// that parts of the model are in another format, not read.
+	Warnings []string        `json:"warnings"`
+	Files    []fileSummary   `json:"files"`
+	Tensors  []tensorSummary `json:"tensors"`
+	Totals   totals          `json:"totals"`
 
 	label  string // the part's name in the output, for a part; unprinted
 	single bool   // a model named by its one file, whose tensors are listed without it
@@ -188,6 +202,7 @@ type partsSummary struct {
 	HeaderBytes uint64         `json:"header_bytes"`
 	DataBytes   uint64         `json:"data_bytes"`
 	Metadata    map[string]any `json:"metadata"` // the model's (Checkpoint.Metadata)
+	Warnings    []string       `json:"warnings"`
 	Parts       []summary      `json:"parts"`
 	Totals      totals         `json:"totals"`
 
@@ -242,6 +257,7 @@ func summarize(file string, h *safetensors.Header) summary {
 		HeaderBytes:   8 + h.Len,
 		DataBytes:     h.DataLen(),
 		IndexMetadata: map[string]any{},
+		Warnings:      []string{},
 		Files:         []fileSummary{{File: file, TensorCount: len(h.Tensors), DataBytes: h.DataLen()}},
 		Tensors:       make([]tensorSummary, 0, len(h.Tensors)),
 		Totals:        totals{ByDType: map[string]count{}},
@@ -258,7 +274,7 @@ func summarize(file string, h *safetensors.Header) summary {
 // it lists (for a sharded checkpoint, those its index lists), file by
 // file, under the names the checkpoint gives them.
 func summarizeCheckpoint(name string, ck *checkpoint.Checkpoint) summary {
-	s := summary{Model: name, Files: []fileSummary{}, Tensors: []tensorSummary{}, Totals: totals{ByDType: map[string]count{}}}
+	s := summary{Model: name, Warnings: []string{}, Files: []fileSummary{}, Tensors: []tensorSummary{}, Totals: totals{ByDType: map[string]count{}}}
 	s.Metadata = stringMap(ck.Metadata())
 	s.IndexMetadata = stringMap(ck.IndexMetadata())
 	for _, f := range ck.Files() {
@@ -294,7 +310,7 @@ func summarizeCheckpoint(name string, ck *checkpoint.Checkpoint) summary {
 // each part as summarizeCheckpoint does, its files and tensors named as ck
 // names them, behind the part's folder.
 func summarizeParts(name string, ck *checkpoint.Checkpoint) partsSummary {
-	ps := partsSummary{Model: name, Metadata: stringMap(ck.Metadata()), Parts: []summary{}, Totals: totals{ByDType: map[string]count{}}}
+	ps := partsSummary{Model: name, Metadata: stringMap(ck.Metadata()), Warnings: []string{}, Parts: []summary{}, Totals: totals{ByDType: map[string]count{}}}
 	for _, p := range ck.Parts() {
 		s := summarizeCheckpoint(p.Dir(), p)
 		part := p.Part()
@@ -430,6 +446,8 @@ func (s summary) streamJSON(out io.Writer) error {
 	meta(s.Metadata)
 	w.WriteString(",\n  \"index_metadata\": ")
 	meta(s.IndexMetadata)
+	w.WriteString(",\n  \"warnings\": ")
+	value(s.Warnings, "  ")
 	w.WriteString(",\n  \"files\": ")
 	value(s.Files, "  ")
 	w.WriteString(",\n  \"tensors\": ")
