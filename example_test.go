@@ -510,15 +510,26 @@ func ExampleTensorSlice_AppendFloat32s() {
 	// [2 -2]
 }
 
-// DataLen counts a selection's bytes and NumElements its elements.
+// DataLen counts a selection's bytes.
 func ExampleTensorSlice_DataLen() {
 	m := safetensors.Tensor{Name: "m", DType: safetensors.F16, Shape: []uint64{4, 8}, Data: make([]byte, 64)}
 	rows, err := m.Slice(safetensors.Range(1, 3)) // m[1:3]
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(rows.Shape, rows.NumElements(), "elements in", rows.DataLen(), "bytes")
-	// Output: [2 8] 16 elements in 32 bytes
+	fmt.Println(rows.Shape, rows.DataLen(), "bytes")
+	// Output: [2 8] 32 bytes
+}
+
+// NumElements counts a selection's elements: the product of its shape.
+func ExampleTensorSlice_NumElements() {
+	m := safetensors.Tensor{Name: "m", DType: safetensors.F16, Shape: []uint64{4, 8}, Data: make([]byte, 64)}
+	col, err := m.Slice(safetensors.All(), safetensors.Range(2, 5)) // m[:, 2:5]
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(col.Shape, col.NumElements(), "elements")
+	// Output: [4 3] 12 elements
 }
 
 // NumElements is the product of the shape; len(Data) is the size in bytes.

@@ -93,7 +93,7 @@ func Example_loadModel() {
 	}
 	defer ckpt.Close()
 
-	loader := &load.Loader{MemoryLimit: 64 << 20} // at most 64 MiB in flight
+	loader := &load.Loader{MemoryLimit: 64 << 20} // reads into at most 64 MiB of memory
 	tensors, bytes := 0, 0
 	for t, err := range loader.Load(ctx, ckpt) {
 		if err != nil {
