@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"encoding/binary"
 	"io"
+	"math"
 	"math/bits"
 	"slices"
 	"strconv"
@@ -74,6 +75,36 @@ type TensorInfo struct {
 	Shape []uint64
 	// DataOffsets is [begin, end) of the tensor's bytes in the data section.
 	DataOffsets [2]uint64
+}
+
+// NumElements returns the number of elements of the tensor the entry
+// describes: the product of the dimensions in a validated header. It is
+// counted from the size in bytes, DataOffsets[1] - DataOffsets[0], and the
+// dtype's width, which cannot overflow, and is 0 for an entry whose offsets
+// are reversed or whose dtype has no known width.
+func (i TensorInfo) NumElements() uint64 {
+	if i.DataOffsets[1] < i.DataOffsets[0] {
+		return 0
+	}
+	return elementCount(i.DataOffsets[1]-i.DataOffsets[0], i.DType)
+}
+
+// elementCount returns the number of elements of dtype d that size bytes
+// hold, size*8/d.Bits() computed in 128 bits, or 0 for a dtype of unknown
+// width. A count above 2^64-1, which only the packed F4 and F6 reach and
+// only for more bytes than a valid header's bit count allows, gives
+// 2^64-1.
+func elementCount(size uint64, d DType) uint64 {
+	nbits := uint64(d.Bits())
+	if nbits == 0 {
+		return 0
+	}
+	hi, lo := bits.Mul64(size, 8)
+	if hi >= nbits {
+		return math.MaxUint64
+	}
+	n, _ := bits.Div64(hi, lo, nbits)
+	return n
 }
 
 // byteSize returns the size in bytes of a tensor of the given dtype and

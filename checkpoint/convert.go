@@ -227,10 +227,9 @@ func (cv *converter) convertFile(f *file, out string) error {
 // copyTensor writes the tensor s of r to w, converted to the dtype to, a
 // chunk at a time.
 func (cv *converter) copyTensor(r *safetensors.Reader, s safetensors.TensorInfo, to safetensors.DType, w io.Writer) error {
-	size := s.DataOffsets[1] - s.DataOffsets[0]
 	bits := uint64(s.DType.Bits())
-	n := size/bits*8 + size%bits*8/bits // size*8/bits, without overflow
-	step := uint64(convertChunk)        // a multiple of 8: whole bytes of the packed dtypes
+	n := s.NumElements()
+	step := uint64(convertChunk) // a multiple of 8: whole bytes of the packed dtypes
 	for lo := uint64(0); lo < n; lo += step {
 		if err := cv.stopped(s.Name); err != nil {
 			return err

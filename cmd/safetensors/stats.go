@@ -243,7 +243,7 @@ func tensorStats(ctx context.Context, src safetensors.ElementSource, info safete
 		if lo == 0 {
 			all = s
 		} else {
-			all = all.Merge(s)
+			all.Merge(s)
 		}
 	}
 	return all, false, nil
