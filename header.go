@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/binary"
+	"errors"
 	"io"
 	"math"
 	"math/bits"
@@ -11,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/safetensors-go/safetensors/internal/filekind"
 )
 
 // Format constants.
@@ -134,11 +137,15 @@ func byteSize(dtype DType, shape []uint64) (uint64, error) {
 // headerLen decodes the 8-byte prefix and checks N against MaxHeaderSize and
 // against the size of the file, if known (size >= 0).
 // When N is too large, the file's first bytes (as many as the caller has
-// read) name what the file looks like if it is clearly something else.
+// read, up to filekind.Len) may say what else the file is: the error then
+// says so (ErrNotSafetensors).
 func headerLen(prefix []byte, size int64) (uint64, error) {
 	n := binary.LittleEndian.Uint64(prefix)
 	if n > MaxHeaderSize {
-		return 0, errorf(ErrHeaderTooLarge, "header length %d is more than the limit of %d bytes%s", n, MaxHeaderSize, notSafetensors(prefix))
+		if err := notSafetensors(prefix); err != nil {
+			return 0, err
+		}
+		return 0, errorf(ErrHeaderTooLarge, "header length %d is more than the limit of %d bytes", n, MaxHeaderSize)
 	}
 	if size >= 0 && n > uint64(size)-prefixLen {
 		rest := uint64(size) - prefixLen
@@ -276,8 +283,10 @@ func validateLayout(tensors []TensorInfo) error {
 
 // ReadHeader reads the 8-byte prefix and the JSON header from r, and no more,
 // and returns the validated header: for tools that list a file's tensors and
-// for remote reads. It does not know the file's size, so it cannot check that
-// the data section is exactly [Header.DataLen] bytes long; NewReader does.
+// for remote reads. (Of a file of another kind, which fails with
+// ErrNotSafetensors, it reads up to 1 KiB, to say what it is.) It does not
+// know the file's size, so it cannot check that the data section is exactly
+// [Header.DataLen] bytes long; NewReader does.
 //
 // A stream that ends within the prefix gives ErrHeaderTooSmall, within the
 // header ErrInvalidHeaderLength; both also match io.ErrUnexpectedEOF. ReadHeader
@@ -296,6 +305,13 @@ func ReadHeader(r io.Reader, opts ...ReadOption) (*Header, error) {
 		return nil, err
 	}
 	n, err := headerLen(prefix[:], -1)
+	if errors.Is(err, ErrHeaderTooLarge) && filekind.Of(prefix[:]) != filekind.Unknown {
+		// A file of another kind: a few more bytes say which.
+		head := make([]byte, prefixLen, filekind.Len)
+		copy(head, prefix[:])
+		m, _ := io.ReadFull(r, head[prefixLen:filekind.Len])
+		_, err = headerLen(head[:prefixLen+m], -1)
+	}
 	if err != nil {
 		return nil, err
 	}

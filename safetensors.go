@@ -143,8 +143,10 @@
 // [ErrInvalidOffset], [ErrShapeOverflow], [ErrMisalignedSlice],
 // [ErrSizeMismatch], [ErrIncompleteBuffer], [ErrTensorNotFound]), so that a
 // verdict compares with the reference's through errors.Is, and the
-// package's own: [ErrUnknownDType], [ErrNotRegular] for a path that is
-// not a regular file, [ErrClosed] for a Reader or Writer used after Close,
+// package's own: [ErrUnknownDType], [ErrNotSafetensors] for a file of
+// another kind (a Git LFS pointer, a web page, an index, a PyTorch
+// checkpoint, ...; with the reference's verdict, [ErrHeaderTooLarge]),
+// [ErrNotRegular] for a path that is not a regular file, [ErrClosed] for a Reader or Writer used after Close,
 // [ErrWriteOrder] and [ErrTensorWritten] for a Writer given bytes it cannot
 // take, [ErrInvalidSlice], [ErrDTypeMismatch], [ErrNoView] and
 // [ErrTensorTooLarge] for tensors, [ErrFileChanged], and

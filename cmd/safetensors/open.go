@@ -190,7 +190,7 @@ func invalid(err error) bool {
 		safetensors.ErrHeaderTooSmall, safetensors.ErrHeaderTooLarge, safetensors.ErrInvalidHeaderLength,
 		safetensors.ErrHeaderNotUTF8, safetensors.ErrInvalidHeader, safetensors.ErrInvalidOffset,
 		safetensors.ErrShapeOverflow, safetensors.ErrMisalignedSlice, safetensors.ErrSizeMismatch,
-		safetensors.ErrIncompleteBuffer, safetensors.ErrUnknownDType,
+		safetensors.ErrIncompleteBuffer, safetensors.ErrUnknownDType, safetensors.ErrNotSafetensors,
 		checkpoint.ErrInvalidIndex, checkpoint.ErrUnlistedTensor, check.ErrInvalidConfig, quant.ErrNotFinite,
 	} {
 		if errors.Is(err, e) {
