@@ -129,6 +129,9 @@ func (r *validateResult) failed(err error) {
 		r.Verdict = "invalid"
 	}
 	r.Error = reason(name, err)
+	if hint := remoteHint(err); hint != "" {
+		r.Error += ": " + hint
+	}
 }
 
 // validateDataset returns the verdict on the dataset in dir, which
