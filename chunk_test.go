@@ -132,9 +132,10 @@ func TestStatsMerge(t *testing.T) {
 				var merged Stats
 				for _, p := range parts {
 					if rng.IntN(2) == 0 {
-						merged = merged.Merge(p)
+						merged.Merge(p)
 					} else {
-						merged = p.Merge(merged)
+						p.Merge(merged)
+						merged = p
 					}
 				}
 				assert.Equal(t, whole.Count, merged.Count)
@@ -155,13 +156,23 @@ func TestStatsMerge(t *testing.T) {
 	require.NoError(t, err)
 	s1, err := one.Stats()
 	require.NoError(t, err)
-	for _, m := range []Stats{sn.Merge(s1), s1.Merge(sn)} {
+	merged := func(a, b Stats) Stats {
+		a.Merge(b)
+		return a
+	}
+	for _, m := range []Stats{merged(sn, s1), merged(s1, sn)} {
 		assert.Equal(t, Stats{Count: 3, NaN: 1, Inf: 1, Min: 2, Max: 2, Mean: 2, StdDev: 0}, m)
 	}
-	both := sn.Merge(sn)
+	both := sn
+	both.Merge(both) // into itself
 	assert.Equal(t, uint64(4), both.Count)
 	assert.True(t, math.IsNaN(both.Mean) && math.IsNaN(both.Min) && math.IsNaN(both.StdDev))
-	assert.Equal(t, s1, Stats{}.Merge(s1), "the zero Stats is the identity")
+	var zero Stats
+	zero.Merge(s1)
+	assert.Equal(t, s1, zero, "the zero Stats is the identity")
+	before := s1
+	s1.Merge(Stats{})
+	assert.Equal(t, before, s1, "merging the zero Stats changes nothing")
 }
 
 func le32(v []float32) []byte {

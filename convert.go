@@ -577,8 +577,7 @@ func elementBytes(name string, dtype DType, size, start, end uint64) (b, e uint6
 	if nbits == 0 {
 		return 0, 0, tensorErrorf(name, ErrDTypeMismatch, "unknown dtype %v", dtype)
 	}
-	// size*8/nbits without overflow: size = q*nbits + r.
-	n := size/nbits*8 + size%nbits*8/nbits
+	n := elementCount(size, dtype)
 	if start > end || end > n {
 		return 0, 0, tensorErrorf(name, ErrInvalidSlice, "elements [%d, %d) of a tensor of %d", start, end, n)
 	}

@@ -1,12 +1,12 @@
 package safetensors
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/safetensors-go/safetensors/internal/filekind"
 )
 
 // The sentinel errors. There is one for each error variant of the reference
@@ -24,11 +24,25 @@ var (
 	// ErrHeaderTooLarge is returned when the header length N exceeds
 	// MaxHeaderSize (HeaderTooLarge). It is checked before the file size, so a
 	// tiny file with a huge N gets this error. It is what files of other
-	// kinds usually give, their first eight bytes read as N: the message then
-	// says what the file looks like (a zip archive such as a PyTorch
-	// checkpoint, a pickle, GGUF, HDF5, NumPy, gzip, a Git LFS pointer, an
-	// HTML page, JSON or other text).
+	// kinds give, their first eight bytes read as N: when the file is of a
+	// kind that can be named, the error matches ErrNotSafetensors too, and
+	// its message says what the file is instead.
 	ErrHeaderTooLarge = errors.New("safetensors: header too large")
+
+	// ErrNotSafetensors is returned for a file of another kind, named by its
+	// first bytes: a Git LFS pointer in place of the file it points to, a
+	// web page (such as the Hugging Face Hub's page of a file, not the
+	// file), a sharded checkpoint's index or other JSON, a PyTorch
+	// checkpoint (zip or pickle), GGUF, HDF5, NumPy, gzip, zstd, XML or
+	// other text. The message leads with what the file is and says what to
+	// do:
+	//
+	//	safetensors: a Git LFS pointer, not the file it points to (oid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393, 548105171 bytes): run 'git lfs pull' in its repository to fetch the file
+	//
+	// The error matches the reference's verdict on such a file too,
+	// ErrHeaderTooLarge: its first eight bytes, read as the header length,
+	// are more than MaxHeaderSize.
+	ErrNotSafetensors = errors.New("safetensors: not a safetensors file")
 
 	// ErrInvalidHeaderLength is returned when 8 + N is more than the file size
 	// (InvalidHeaderLength), as for a file truncated within its header; the
@@ -174,70 +188,74 @@ func tensorErrorf(name string, kind error, format string, args ...any) error {
 	return &TensorError{Name: name, Err: errorf(kind, format, args...)}
 }
 
-// formatMagic names a kind of file by how it starts, for the errors about a
-// file that is not a safetensors file at all.
-var formatMagic = []struct {
-	magic string
-	what  string
-}{
-	{"PK\x03\x04", "a zip archive, such as a PyTorch checkpoint saved by torch.save"},
-	{"PK\x05\x06", "an empty zip archive"},
-	{"\x80\x02", "a Python pickle, such as a PyTorch checkpoint in the legacy format"},
-	{"\x80\x03", "a Python pickle, such as a PyTorch checkpoint in the legacy format"},
-	{"\x80\x04", "a Python pickle"},
-	{"\x80\x05", "a Python pickle"},
-	{"GGUF", "a GGUF file (llama.cpp)"},
-	{"\x89HDF\r\n\x1a\n", "an HDF5 file, such as Keras weights (.h5)"},
-	{"\x93NUMPY", "a NumPy array (.npy)"},
-	{"\x1f\x8b", "a gzip-compressed file"},
-	{"\x28\xb5\x2f\xfd", "a zstd-compressed file"},
-	{"version https://git-lfs", "a Git LFS pointer file: the weights themselves were not downloaded (git lfs pull fetches them)"},
-	{"<!DOCTYP", "an HTML page, such as a web server's error page"},
-	{"<!doctyp", "an HTML page, such as a web server's error page"},
-	{"<html", "an HTML page, such as a web server's error page"},
-	{"<HTML", "an HTML page, such as a web server's error page"},
-	{"<?xml", "an XML document, such as an object store's error response"},
+// A notSafetensorsError is the error for a file of another kind, which
+// matches ErrNotSafetensors and the reference's verdict, ErrHeaderTooLarge.
+type notSafetensorsError struct {
+	msg string // what the file is, what to do, and figures
 }
 
-// notSafetensors describes the start of a file, b, whose length prefix is
-// too large: "; not a safetensors file: it looks like ..." for a known format
-// or for text, or "" for anything else.
-func notSafetensors(b []byte) string {
-	for _, m := range formatMagic {
-		if len(b) >= len(m.magic) && string(b[:len(m.magic)]) == m.magic {
-			return "; not a safetensors file: it looks like " + m.what
+func (e *notSafetensorsError) Error() string { return prefix + e.msg }
+
+func (e *notSafetensorsError) Unwrap() []error {
+	return []error{ErrNotSafetensors, ErrHeaderTooLarge}
+}
+
+// notSafetensors returns the error for a file that starts with b (as many
+// bytes as the caller read) and whose header length is more than
+// MaxHeaderSize, if b says what else the file is; otherwise nil.
+func notSafetensors(b []byte) error {
+	var msg string
+	switch k := filekind.Of(b); k {
+	case filekind.Unknown:
+		return nil
+	case filekind.LFSPointer:
+		var figures []string
+		oid, size := filekind.LFS(b)
+		if oid != "" {
+			figures = append(figures, "oid "+oid)
 		}
-	}
-	// Text, such as JSON, an error message or a pointer file: show its start.
-	// A safetensors file never starts with eight bytes of text, since a
-	// header length of at most MaxHeaderSize has four zero bytes.
-	text := b[:min(len(b), 64)]
-	if len(text) < prefixLen || !utf8.Valid(text[:prefixLen]) {
-		return ""
-	}
-	for _, r := range string(text[:prefixLen]) {
-		if r < 0x20 && r != '\n' && r != '\r' && r != '\t' || r == 0x7f {
-			return ""
+		if size >= 0 {
+			figures = append(figures, strconv.FormatInt(size, 10)+" bytes")
 		}
-	}
-	kind := "text"
-	switch text[0] {
-	case '{', '[':
-		kind = "JSON or other text"
-		switch {
-		case bytes.Contains(b, []byte(`"weight_map"`)):
-			return "; not a safetensors file: it is a sharded checkpoint's index (JSON with a weight_map): open it with the checkpoint package's Open, or read the model whole with its Load"
-		case bytes.Contains(b, []byte(`"_class_name"`)) && bytes.Contains(b, []byte(`"_diffusers_version"`)):
-			return "; not a safetensors file: it is a diffusers pipeline's model_index.json: open the pipeline with the checkpoint package's Open"
-		case bytes.Contains(b, []byte(`"sentence_transformers.`)):
-			return "; not a safetensors file: it is a sentence-transformers model's modules.json: open the model with the checkpoint package's Open"
+		msg = "a Git LFS pointer, not the file it points to"
+		if len(figures) > 0 {
+			msg += " (" + strings.Join(figures, ", ") + ")"
 		}
+		msg += ": run 'git lfs pull' in its repository to fetch the file"
+	case filekind.HTML:
+		msg = "a web page (HTML), not a safetensors file: download the file itself; for the Hugging Face Hub, use the resolve/ form of its URL, https://huggingface.co/REPO/resolve/REVISION/FILE, not the page's blob/ form"
+	case filekind.Index:
+		msg = "a sharded checkpoint's index (JSON with a weight_map), not a safetensors file: open it with the checkpoint package's Open, or load the model whole with its Load (the safetensors command takes it as a MODEL)"
+	case filekind.Pipeline:
+		msg = "a diffusers pipeline's model_index.json, not a safetensors file: open the pipeline with the checkpoint package's Open (the safetensors command takes it as a MODEL)"
+	case filekind.Modules:
+		msg = "a sentence-transformers model's modules.json, not a safetensors file: open the model with the checkpoint package's Open (the safetensors command takes it as a MODEL)"
+	case filekind.JSON:
+		msg = "a JSON document, likely a sharded checkpoint's index, not a safetensors file: open an index with the checkpoint package's Open (the safetensors command takes it as a MODEL); it starts " + filekind.Excerpt(b)
+	case filekind.JSONError:
+		msg = "a JSON document, such as a server's error message, not a safetensors file: it starts " + filekind.Excerpt(b)
+	case filekind.XML:
+		msg = "an XML document, such as an object store's error message, not a safetensors file: it starts " + filekind.Excerpt(b)
+	case filekind.Text:
+		msg = "text, such as an error message saved in the file's place, not a safetensors file: it starts " + filekind.Excerpt(b)
+	case filekind.PyTorchZip:
+		msg = "a PyTorch checkpoint (torch.save's zip format), not a safetensors file: convert it to safetensors first (in Python, with safetensors.torch.save_file)"
+	case filekind.Pickle:
+		msg = "a Python pickle, such as a PyTorch checkpoint in the legacy format, not a safetensors file: convert it to safetensors first (in Python, with safetensors.torch.save_file)"
+	default:
+		msg = kindMessages[k]
 	}
-	if i := bytes.IndexAny(text, "\r\n"); i >= 0 {
-		text = text[:i]
-	}
-	for !utf8.Valid(text) { // cut at a whole character
-		text = text[:len(text)-1]
-	}
-	return fmt.Sprintf("; not a safetensors file: it looks like %s, starting %q", kind, text)
+	return &notSafetensorsError{msg: msg}
+}
+
+// kindMessages are the messages of notSafetensors for the other binary
+// formats.
+var kindMessages = map[filekind.Kind]string{
+	filekind.Zip:      "a zip archive, not a safetensors file",
+	filekind.EmptyZip: "an empty zip archive, not a safetensors file",
+	filekind.GGUF:     "a GGUF file (llama.cpp's format), not a safetensors file",
+	filekind.HDF5:     "an HDF5 file, such as Keras weights (.h5), not a safetensors file",
+	filekind.NumPy:    "a NumPy array (.npy), not a safetensors file",
+	filekind.Gzip:     "a gzip-compressed file, not a safetensors file: decompress it first",
+	filekind.Zstd:     "a zstd-compressed file, not a safetensors file: decompress it first",
 }

@@ -474,6 +474,87 @@ func ExampleTensor_Slice() {
 	// [3 2] [1 2 5 6 9 10]
 }
 
+// A selection's values are one call away.
+func ExampleTensorSlice_Float32s() {
+	// A 2x3 BF16 matrix.
+	m, err := safetensors.TensorFromFloat32s("m", safetensors.BF16, []uint64{2, 3}, []float32{1, 2, 3, 4, 5, 6}, safetensors.RoundNearestEven)
+	if err != nil {
+		log.Fatal(err)
+	}
+	col, err := m.Slice(safetensors.All(), safetensors.At(2)) // m[:, 2]
+	if err != nil {
+		log.Fatal(err)
+	}
+	vals, err := col.Float32s()
+	fmt.Println(col.Shape, vals, err)
+	// Output: [2] [3 6] <nil>
+}
+
+// AppendFloat32s decodes selections through one buffer, here the rows of a
+// matrix one at a time.
+func ExampleTensorSlice_AppendFloat32s() {
+	m := safetensors.Tensor{Name: "m", DType: safetensors.I8, Shape: []uint64{2, 2}, Data: []byte{1, 0xff, 2, 0xfe}}
+	buf := make([]float32, 0, 2)
+	for i := range m.Shape[0] {
+		row, err := m.Slice(safetensors.At(i))
+		if err != nil {
+			log.Fatal(err)
+		}
+		if buf, err = row.AppendFloat32s(buf[:0]); err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(buf)
+	}
+	// Output:
+	// [1 -1]
+	// [2 -2]
+}
+
+// DataLen counts a selection's bytes.
+func ExampleTensorSlice_DataLen() {
+	m := safetensors.Tensor{Name: "m", DType: safetensors.F16, Shape: []uint64{4, 8}, Data: make([]byte, 64)}
+	rows, err := m.Slice(safetensors.Range(1, 3)) // m[1:3]
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(rows.Shape, rows.DataLen(), "bytes")
+	// Output: [2 8] 32 bytes
+}
+
+// NumElements counts a selection's elements: the product of its shape.
+func ExampleTensorSlice_NumElements() {
+	m := safetensors.Tensor{Name: "m", DType: safetensors.F16, Shape: []uint64{4, 8}, Data: make([]byte, 64)}
+	col, err := m.Slice(safetensors.All(), safetensors.Range(2, 5)) // m[:, 2:5]
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(col.Shape, col.NumElements(), "elements")
+	// Output: [4 3] 12 elements
+}
+
+// NumElements is the product of the shape; len(Data) is the size in bytes.
+func ExampleTensor_NumElements() {
+	t := safetensors.Tensor{Name: "w", DType: safetensors.F4, Shape: []uint64{3, 4}, Data: make([]byte, 6)}
+	fmt.Println(t.NumElements(), "elements of 4 bits in", len(t.Data), "bytes")
+	// Output: 12 elements of 4 bits in 6 bytes
+}
+
+// A header's entries give the parameter count of a file without reading its
+// tensors.
+func ExampleTensorInfo_NumElements() {
+	r, err := safetensors.Open("testdata/tiny-llama.safetensors")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer r.Close()
+	var params uint64
+	for _, info := range r.Header().Tensors {
+		params += info.NumElements()
+	}
+	fmt.Println(params, "parameters")
+	// Output: 250432 parameters
+}
+
 // Rounding to nearest even, as PyTorch does, and truncation, as the Spark
 // connector does, differ on values between two BF16 numbers: 1 + 3×2⁻⁸ lies
 // halfway between 1 + 2⁻⁷ (0x3f81) and 1 + 2⁻⁶ (0x3f82).
@@ -592,7 +673,7 @@ func ExampleStats_Merge() {
 	wg.Wait()
 	var all safetensors.Stats
 	for _, p := range parts {
-		all = all.Merge(p)
+		all.Merge(p) // all changes
 	}
 	fmt.Printf("%d values in [%g, %g], mean %.1f, std %.2f\n", all.Count, all.Min, all.Max, all.Mean, all.StdDev)
 

@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/binary"
+	"errors"
 	"io"
+	"math"
 	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/safetensors-go/safetensors/internal/filekind"
 )
 
 // Format constants.
@@ -76,6 +80,36 @@ type TensorInfo struct {
 	DataOffsets [2]uint64
 }
 
+// NumElements returns the number of elements of the tensor the entry
+// describes: the product of the dimensions in a validated header. It is
+// counted from the size in bytes, DataOffsets[1] - DataOffsets[0], and the
+// dtype's width, which cannot overflow, and is 0 for an entry whose offsets
+// are reversed or whose dtype has no known width.
+func (i TensorInfo) NumElements() uint64 {
+	if i.DataOffsets[1] < i.DataOffsets[0] {
+		return 0
+	}
+	return elementCount(i.DataOffsets[1]-i.DataOffsets[0], i.DType)
+}
+
+// elementCount returns the number of elements of dtype d that size bytes
+// hold, size*8/d.Bits() computed in 128 bits, or 0 for a dtype of unknown
+// width. A count above 2^64-1, which only the packed F4 and F6 reach and
+// only for more bytes than a valid header's bit count allows, gives
+// 2^64-1.
+func elementCount(size uint64, d DType) uint64 {
+	nbits := uint64(d.Bits())
+	if nbits == 0 {
+		return 0
+	}
+	hi, lo := bits.Mul64(size, 8)
+	if hi >= nbits {
+		return math.MaxUint64
+	}
+	n, _ := bits.Div64(hi, lo, nbits)
+	return n
+}
+
 // byteSize returns the size in bytes of a tensor of the given dtype and
 // shape, with the reference's checks in its order: the product of the
 // dimensions, folded left to right, then that times the bit width, must not
@@ -103,11 +137,15 @@ func byteSize(dtype DType, shape []uint64) (uint64, error) {
 // headerLen decodes the 8-byte prefix and checks N against MaxHeaderSize and
 // against the size of the file, if known (size >= 0).
 // When N is too large, the file's first bytes (as many as the caller has
-// read) name what the file looks like if it is clearly something else.
+// read, up to filekind.Len) may say what else the file is: the error then
+// says so (ErrNotSafetensors).
 func headerLen(prefix []byte, size int64) (uint64, error) {
 	n := binary.LittleEndian.Uint64(prefix)
 	if n > MaxHeaderSize {
-		return 0, errorf(ErrHeaderTooLarge, "header length %d is more than the limit of %d bytes%s", n, MaxHeaderSize, notSafetensors(prefix))
+		if err := notSafetensors(prefix); err != nil {
+			return 0, err
+		}
+		return 0, errorf(ErrHeaderTooLarge, "header length %d is more than the limit of %d bytes", n, MaxHeaderSize)
 	}
 	if size >= 0 && n > uint64(size)-prefixLen {
 		rest := uint64(size) - prefixLen
@@ -245,8 +283,10 @@ func validateLayout(tensors []TensorInfo) error {
 
 // ReadHeader reads the 8-byte prefix and the JSON header from r, and no more,
 // and returns the validated header: for tools that list a file's tensors and
-// for remote reads. It does not know the file's size, so it cannot check that
-// the data section is exactly [Header.DataLen] bytes long; NewReader does.
+// for remote reads. (Of a file of another kind, which fails with
+// ErrNotSafetensors, it reads up to 1 KiB, to say what it is.) It does not
+// know the file's size, so it cannot check that the data section is exactly
+// [Header.DataLen] bytes long; NewReader does.
 //
 // A stream that ends within the prefix gives ErrHeaderTooSmall, within the
 // header ErrInvalidHeaderLength; both also match io.ErrUnexpectedEOF. ReadHeader
@@ -265,6 +305,13 @@ func ReadHeader(r io.Reader, opts ...ReadOption) (*Header, error) {
 		return nil, err
 	}
 	n, err := headerLen(prefix[:], -1)
+	if errors.Is(err, ErrHeaderTooLarge) && filekind.Of(prefix[:]) != filekind.Unknown {
+		// A file of another kind: a few more bytes say which.
+		head := make([]byte, prefixLen, filekind.Len)
+		copy(head, prefix[:])
+		m, _ := io.ReadFull(r, head[prefixLen:filekind.Len])
+		_, err = headerLen(head[:prefixLen+m], -1)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -2,7 +2,6 @@ package safetensors
 
 import (
 	"bytes"
-	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -291,61 +290,126 @@ func TestNumberRange(t *testing.T) {
 	}
 }
 
-// TestNotSafetensors checks the errors for files of other formats, which the
+// TestNotSafetensors checks the errors for files of other kinds, which the
 // reference rejects with HeaderTooLarge since their first eight bytes make a
-// huge header length: the verdict stays, and the message says what the file
-// looks like.
+// huge header length: the verdict stays, the error matches
+// ErrNotSafetensors too, and the message leads with what the file is and
+// what to do, through NewReader, NewReaderAt and ReadHeader (which reads a
+// few more bytes to tell).
 func TestNotSafetensors(t *testing.T) {
 	pad := func(s string) []byte { return append([]byte(s), make([]byte, 200)...) }
+	const oid = "4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393"
 	tests := []struct {
 		name string
 		data []byte
-		want string // in the message of NewReader and NewReaderAt
-		// in the message of ReadHeader, which has the first 8 bytes only
-		wantStream string
+		want string // the message after "safetensors: "
 	}{
-		{"zip", pad("PK\x03\x04\x14\x00\x00\x00\x08\x00archive/data.pkl"), "zip archive, such as a PyTorch checkpoint", ""},
-		{"pickle", pad("\x80\x02}q\x00(X\x06\x00\x00\x00weight"), "Python pickle", ""},
-		{"pickle_v4", pad("\x80\x04\x95\x1d\x00\x00\x00\x00"), "Python pickle", ""},
-		{"gguf", pad("GGUF\x03\x00\x00\x00\x10\x00"), "GGUF file", ""},
-		{"hdf5", pad("\x89HDF\r\n\x1a\n\x00\x00"), "HDF5 file", ""},
-		{"npy", pad("\x93NUMPY\x01\x00v\x00{'descr': '<f4'"), "NumPy array", ""},
-		{"gzip", pad("\x1f\x8b\x08\x00\x12\x34\x56\x78"), "gzip-compressed", ""},
-		{"git_lfs", []byte("version https://git-lfs.github.com/spec/v1\noid sha256:4d7a\nsize 548105171\n"),
-			"Git LFS pointer file", `text, starting "version "`},
-		{"html", []byte("<!DOCTYPE html>\n<html><head><title>404 Not Found</title></head></html>\n"), "HTML page", "HTML page"},
-		{"xml", []byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code></Error>`), "XML document", "XML document"},
-		{"json", []byte(`{"error":"Repository not found","url":"https://example.com/x"}`),
-			`JSON or other text, starting "{\"error\":\"Repository not found\",\"url\":\"https://example.com/x\"}"`,
-			`JSON or other text, starting "{\"error\""`},
-		{"text", []byte("Entry not found\n"), `text, starting "Entry not found"`, `text, starting "Entry no"`},
+		{"git_lfs", []byte("version https://git-lfs.github.com/spec/v1\noid sha256:" + oid + "\nsize 548105171\n"),
+			"a Git LFS pointer, not the file it points to (oid sha256:" + oid + ", 548105171 bytes): run 'git lfs pull' in its repository to fetch the file"},
+		{"git_lfs/crlf", []byte("version https://git-lfs.github.com/spec/v1\r\noid sha256:" + oid + "\r\nsize 5000000\r\n"),
+			"a Git LFS pointer, not the file it points to (oid sha256:" + oid + ", 5000000 bytes): run"},
+		{"git_lfs/no_figures", []byte("version https://git-lfs.github.com/spec/v1\noid md5:abc\nsize -1\n"),
+			"a Git LFS pointer, not the file it points to: run 'git lfs pull' in its repository to fetch the file"},
+		{"html", []byte("<!DOCTYPE html>\n<html><head><title>404 Not Found</title></head></html>\n"),
+			"a web page (HTML), not a safetensors file: download the file itself; for the Hugging Face Hub, use the resolve/ form of its URL, https://huggingface.co/REPO/resolve/REVISION/FILE"},
+		{"html/bom_lower", []byte("\xef\xbb\xbf \n\t<!doctype html><html lang=en>"), "a web page (HTML), not a safetensors file: "},
+		{"html/no_doctype", []byte("  <HTML>\n<BODY>Moved</BODY></HTML>"), "a web page (HTML), not a safetensors file: "},
+		{"xhtml", []byte(`<?xml version="1.0"?><html xmlns="http://www.w3.org/1999/xhtml">`), "a web page (HTML)"},
+		{"xml", []byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code></Error>`),
+			`an XML document, such as an object store's error message, not a safetensors file: it starts "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>AccessDenied<"`},
+		{"index", []byte(`{"metadata": {"total_size": 768}, "weight_map": {"a": "model-00001-of-00002.safetensors"}}`),
+			"a sharded checkpoint's index (JSON with a weight_map), not a safetensors file: open it with the checkpoint package's Open, or load the model whole with its Load (the safetensors command takes it as a MODEL)"},
+		{"json", []byte("{\n  \"metadata\": {\n    \"total_size\": 768\n  }\n}\n"),
+			`a JSON document, likely a sharded checkpoint's index, not a safetensors file: open an index with the checkpoint package's Open (the safetensors command takes it as a MODEL); it starts "{"`},
+		{"json_error", []byte(`{"error":"Repository not found","url":"https://example.com/x"}`),
+			`a JSON document, such as a server's error message, not a safetensors file: it starts "{\"error\":\"Repository not found\",\"url\":\"https://example.com/x\"}"`},
+		{"pytorch_zip", pad("PK\x03\x04\x00\x00\x08\x08\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x10\x00\x12\x00archive/data.pkl"),
+			"a PyTorch checkpoint (torch.save's zip format), not a safetensors file: convert it to safetensors first (in Python, with safetensors.torch.save_file)"},
+		{"zip", pad("PK\x03\x04\x14\x00\x00\x00\x08\x00readme.txt"), "a zip archive, not a safetensors file"},
+		{"pickle", pad("\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19."),
+			"a Python pickle, such as a PyTorch checkpoint in the legacy format, not a safetensors file: convert it to safetensors first"},
+		{"pickle_v4", pad("\x80\x04\x95\x1d\x00\x00\x00\x00"), "a Python pickle"},
+		{"gguf", pad("GGUF\x03\x00\x00\x00\x10\x00"), "a GGUF file (llama.cpp's format), not a safetensors file"},
+		{"hdf5", pad("\x89HDF\r\n\x1a\n\x00\x00"), "an HDF5 file, such as Keras weights (.h5), not a safetensors file"},
+		{"npy", pad("\x93NUMPY\x01\x00v\x00{'descr': '<f4'"), "a NumPy array (.npy), not a safetensors file"},
+		{"gzip", pad("\x1f\x8b\x08\x00\x12\x34\x56\x78"), "a gzip-compressed file, not a safetensors file: decompress it first"},
+		{"text", []byte("Entry not found\n"), `text, such as an error message saved in the file's place, not a safetensors file: it starts "Entry not found"`},
 		{"text_utf8", []byte("Fichier introuvable : modèle absent, réessayez plus tard s'il vous plaît.\n"),
-			`"Fichier introuvable : modèle absent, réessayez plus tard s'il "`, `"Fichier "`},
+			`text, such as an error message saved in the file's place, not a safetensors file: it starts "Fichier introuvable : modèle absent, réessayez plus tard s'il "`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			check := func(err error, want string) {
+			check := func(err error) {
 				t.Helper()
-				require.ErrorIs(t, err, ErrHeaderTooLarge)
+				require.ErrorIs(t, err, ErrHeaderTooLarge, "the reference's verdict")
+				require.ErrorIs(t, err, ErrNotSafetensors)
 				assert.Equal(t, []error{ErrHeaderTooLarge}, matching(err))
-				assert.Contains(t, err.Error(), "not a safetensors file: it looks like ")
-				assert.Contains(t, err.Error(), want)
-				assert.Contains(t, err.Error(), fmt.Sprint(binary.LittleEndian.Uint64(tt.data)), "the header length")
+				assert.True(t, strings.HasPrefix(err.Error(), "safetensors: "+tt.want), "%q\ndoes not start with\n%q", err, "safetensors: "+tt.want)
+				assert.NotContains(t, err.Error(), "\n")
 			}
 			_, err := NewReader(tt.data)
-			check(err, tt.want)
+			check(err)
 			_, err = NewReaderAt(bytes.NewReader(tt.data), int64(len(tt.data)))
-			check(err, tt.want)
+			check(err)
 			_, err = ReadHeader(bytes.NewReader(tt.data))
-			check(err, cmp.Or(tt.wantStream, tt.want))
+			check(err)
 		})
 	}
-	// A huge length that is not text nor a known format: no guess.
+	// A huge length that is neither text nor a known format: no guess, and
+	// the figures.
 	_, err := NewReader(prefixed(1<<40+5, "\x00\x01"))
 	require.ErrorIs(t, err, ErrHeaderTooLarge)
-	assert.NotContains(t, err.Error(), "not a safetensors file")
+	assert.NotErrorIs(t, err, ErrNotSafetensors)
+	assert.EqualError(t, err, "safetensors: header too large: header length 1099511627781 is more than the limit of 100000000 bytes")
 	_, err = NewReader(prefixed(100_000_001, `{"a":1}`))
-	assert.NotContains(t, err.Error(), "not a safetensors file")
+	assert.NotErrorIs(t, err, ErrNotSafetensors)
+	// A stream of another kind gives ReadHeader no more than 1 KiB to read.
+	r := &countingReader{r: bytes.NewReader(append([]byte("<!DOCTYPE html>"), bytes.Repeat([]byte("<p>x</p>"), 1<<20)...))}
+	_, err = ReadHeader(r)
+	require.ErrorIs(t, err, ErrNotSafetensors)
+	assert.LessOrEqual(t, r.n, 1024)
+	// Binary data of no known format: the 8 bytes and no more.
+	r = &countingReader{r: bytes.NewReader(prefixed(1<<40+5, strings.Repeat("\x00", 4096)))}
+	_, err = ReadHeader(r)
+	require.ErrorIs(t, err, ErrHeaderTooLarge)
+	assert.Equal(t, 8, r.n)
+}
+
+// countingReader counts the bytes read from r.
+type countingReader struct {
+	r io.Reader
+	n int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	return n, err
+}
+
+// TestNotSafetensorsShort: inputs of 0 to 16 bytes, the first bytes of
+// every kind of file, give an error and no panic, and one that names the
+// kind only from 8 bytes on.
+func TestNotSafetensorsShort(t *testing.T) {
+	for _, s := range []string{
+		"version https://git-lfs.github.com/spec/v1\n", "<!DOCTYPE html>\n<html>", "\xef\xbb\xbf<html><body>",
+		`{"weight_map": {}}`, "PK\x03\x04\x14\x00\x00\x00\x08\x00", "\x80\x02\x8a\x0al\xfc\x9cF\xf9",
+		"GGUF\x03\x00\x00\x00\x10\x00\x00\x00\x00\x00\x00\x00", "\xff\xfe\xfd\xfc\xfb\xfa\xf9\xf8\xf7\xf6\xf5\xf4\xf3\xf2\xf1\xf0",
+	} {
+		for n := range min(len(s), 16) + 1 {
+			data := []byte(s[:n])
+			_, err := NewReader(data)
+			require.Error(t, err, "%q", data)
+			if n < prefixLen {
+				assert.ErrorIs(t, err, ErrHeaderTooSmall, "%q", data)
+				assert.NotErrorIs(t, err, ErrNotSafetensors, "%q", data)
+			}
+			_, err = NewReaderAt(bytes.NewReader(data), int64(n))
+			require.Error(t, err, "%q", data)
+			_, err = ReadHeader(bytes.NewReader(data))
+			require.Error(t, err, "%q", data)
+		}
+	}
 }
 
 // TestTruncated checks that a truncated file's error says how many bytes are

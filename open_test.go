@@ -140,6 +140,20 @@ func (c *countingReaderAt) ReadAt(p []byte, off int64) (int, error) {
 	return c.r.ReadAt(p, off)
 }
 
+// TestOpenLFSPointer: a Git LFS pointer in place of the weights, as a
+// clone without git-lfs leaves it, gives an error that names the file and
+// leads with what it is and what to do; the reference's verdict stays.
+func TestOpenLFSPointer(t *testing.T) {
+	path := writeTemp(t, []byte("version https://git-lfs.github.com/spec/v1\noid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\nsize 5000000\n"))
+	_, err := Open(path)
+	require.ErrorIs(t, err, ErrNotSafetensors)
+	require.ErrorIs(t, err, ErrHeaderTooLarge)
+	var pe *fs.PathError
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, path, pe.Path)
+	assert.EqualError(t, err, "open "+path+": safetensors: a Git LFS pointer, not the file it points to (oid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393, 5000000 bytes): run 'git lfs pull' in its repository to fetch the file")
+}
+
 func TestNewReaderAt(t *testing.T) {
 	for _, tt := range []struct {
 		name  string

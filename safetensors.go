@@ -63,17 +63,20 @@
 // # Tensors
 //
 // A [Tensor] is a name, a dtype, a shape and the tensor's little-endian
-// bytes, Data. [View] sees them as a []float32, []uint16, ... (any
+// bytes, Data; [Tensor.NumElements] counts its elements (len(Data) is its
+// size in bytes). [View] sees them as a []float32, []uint16, ... (any
 // [Number] type that holds the dtype) without copying; [Values] decodes them
 // into a new or reused slice. [Tensor.Float32s] decodes any real dtype to
 // float32, F16, BF16 and the F8 types exactly, and [Tensor.AppendFloat32s]
 // does it through a buffer the caller keeps. [Tensor.Slice] selects part of
 // a tensor, as the reference's get_slice does, with one [Selector] per
 // leading dimension ([At], [Range], [All]): the [TensorSlice] it gives is
-// runs of the tensor's bytes, not a copy. [Tensor.Elements] cuts a flat
-// range of elements, for work split between goroutines. [Tensor.Stats]
-// counts a tensor's NaNs and infinities and gives its extremes, mean and
-// standard deviation as [Stats], for checking weights as they are loaded.
+// runs of the tensor's bytes, not a copy, whose values
+// [TensorSlice.Float32s] decodes. [Tensor.Elements] cuts a flat range of
+// elements, for work split between goroutines. [Tensor.Stats] counts a
+// tensor's NaNs and infinities and gives its extremes, mean and standard
+// deviation as [Stats], which [Stats.Merge] combines part by part, for
+// checking weights as they are loaded.
 //
 // # Writing
 //
@@ -140,8 +143,10 @@
 // [ErrInvalidOffset], [ErrShapeOverflow], [ErrMisalignedSlice],
 // [ErrSizeMismatch], [ErrIncompleteBuffer], [ErrTensorNotFound]), so that a
 // verdict compares with the reference's through errors.Is, and the
-// package's own: [ErrUnknownDType], [ErrNotRegular] for a path that is
-// not a regular file, [ErrClosed] for a Reader or Writer used after Close,
+// package's own: [ErrUnknownDType], [ErrNotSafetensors] for a file of
+// another kind (a Git LFS pointer, a web page, an index, a PyTorch
+// checkpoint, ...; with the reference's verdict, [ErrHeaderTooLarge]),
+// [ErrNotRegular] for a path that is not a regular file, [ErrClosed] for a Reader or Writer used after Close,
 // [ErrWriteOrder] and [ErrTensorWritten] for a Writer given bytes it cannot
 // take, [ErrInvalidSlice], [ErrDTypeMismatch], [ErrNoView] and
 // [ErrTensorTooLarge] for tensors, [ErrFileChanged], and
@@ -294,3 +299,10 @@ type Tensor struct {
 	// the dimensions times DType.Bits() / 8 bytes.
 	Data []byte
 }
+
+// NumElements returns the number of elements the tensor holds, as
+// PyTorch's numel() gives it: the product of the dimensions for every
+// tensor that a Reader gives or a writer accepts. It is counted from
+// len(Data) and the dtype's width, so that it cannot overflow, and is 0
+// for a dtype of unknown width. The size in bytes is len(Data).
+func (t Tensor) NumElements() uint64 { return elementCount(uint64(len(t.Data)), t.DType) }

@@ -443,23 +443,23 @@ func TestNotAFile(t *testing.T) {
 	}{
 		{"model.safetensors.index.json",
 			`{"metadata": {"total_size": 768}, "weight_map": {"a": "model-00001-of-00002.safetensors"}}`,
-			"it is a sharded checkpoint's index (JSON with a weight_map): open it with the checkpoint package's Open, or read the model whole with its Load"},
+			"a sharded checkpoint's index (JSON with a weight_map), not a safetensors file: open it with the checkpoint package's Open, or load the model whole with its Load"},
 		{"model_index.json",
 			`{"_class_name": "StableDiffusionPipeline", "_diffusers_version": "0.42.0", "unet": ["diffusers", "UNet2DConditionModel"]}`,
-			"it is a diffusers pipeline's model_index.json: open the pipeline with the checkpoint package's Open"},
+			"a diffusers pipeline's model_index.json, not a safetensors file: open the pipeline with the checkpoint package's Open"},
 		{"modules.json",
 			`[{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"}]`,
-			"it is a sentence-transformers model's modules.json: open the model with the checkpoint package's Open"},
+			"a sentence-transformers model's modules.json, not a safetensors file: open the model with the checkpoint package's Open"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			path := filepath.Join(dir, tt.name)
 			require.NoError(t, os.WriteFile(path, []byte(tt.content), 0o644))
 			_, err := Open(path)
 			require.ErrorIs(t, err, ErrHeaderTooLarge)
-			assert.ErrorContains(t, err, path)
-			assert.ErrorContains(t, err, "not a safetensors file: "+tt.want)
+			require.ErrorIs(t, err, ErrNotSafetensors)
+			assert.ErrorContains(t, err, "open "+path+": safetensors: "+tt.want)
 			_, _, err = Load(path)
-			require.ErrorIs(t, err, ErrHeaderTooLarge)
+			require.ErrorIs(t, err, ErrNotSafetensors)
 			assert.ErrorContains(t, err, tt.want)
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"iter"
 	"math/bits"
+	"slices"
 )
 
 // ErrInvalidSlice is returned by Tensor.Slice for selectors that do not fit
@@ -165,8 +166,13 @@ func (t Tensor) Slice(selectors ...Selector) (TensorSlice, error) {
 	return s, nil
 }
 
-// Len returns the number of bytes the selection holds.
-func (s TensorSlice) Len() uint64 { return s.runs * s.run }
+// DataLen returns the number of bytes the selection holds, as
+// Header.DataLen does for a data section; NumElements counts its elements.
+func (s TensorSlice) DataLen() uint64 { return s.runs * s.run }
+
+// NumElements returns the number of elements the selection holds: the
+// product of its Shape.
+func (s TensorSlice) NumElements() uint64 { return elementCount(s.DataLen(), s.DType) }
 
 // Chunks returns the selection's bytes as runs of the tensor's bytes, in
 // row-major order: as few as the selection allows, each a slice of the
@@ -212,5 +218,32 @@ func (s TensorSlice) AppendTo(dst []byte) []byte {
 // Tensor returns the selection as a tensor of its own, with its bytes
 // gathered into new memory.
 func (s TensorSlice) Tensor() Tensor {
-	return Tensor{Name: s.Name, DType: s.DType, Shape: s.Shape, Data: s.AppendTo(make([]byte, 0, s.Len()))}
+	return Tensor{Name: s.Name, DType: s.DType, Shape: s.Shape, Data: s.AppendTo(make([]byte, 0, s.DataLen()))}
+}
+
+// Float32s decodes the selection's elements into a new []float32, in
+// row-major order, as Tensor.Float32s decodes a tensor's: s.Float32s() is
+// s.Tensor().Float32s() without gathering the bytes first.
+func (s TensorSlice) Float32s() ([]float32, error) {
+	return s.AppendFloat32s(nil)
+}
+
+// AppendFloat32s appends the selection's elements, decoded as
+// Tensor.Float32s decodes them, to dst and returns the extended slice. It
+// allocates only when dst lacks the capacity. On error dst is returned as
+// it was.
+func (s TensorSlice) AppendFloat32s(dst []float32) ([]float32, error) {
+	if err := (Tensor{Name: s.Name, DType: s.DType}).checkFloat32s(); err != nil {
+		return dst, err
+	}
+	orig := dst
+	// The selection is a part of a tensor in memory: its count fits an int.
+	dst = slices.Grow(dst, int(s.NumElements()))
+	for chunk := range s.Chunks() {
+		var err error
+		if dst, err = (Tensor{Name: s.Name, DType: s.DType, Data: chunk}).AppendFloat32s(dst); err != nil {
+			return orig, err
+		}
+	}
+	return dst, nil
 }

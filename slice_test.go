@@ -100,7 +100,12 @@ func TestSliceRandom(t *testing.T) {
 		got := s.AppendTo(nil)
 		assert.Equal(t, len(want), len(got), desc)
 		assert.Equal(t, want, got, desc)
-		assert.Equal(t, uint64(len(want)), s.Len(), desc)
+		assert.Equal(t, uint64(len(want)), s.DataLen(), desc)
+		elems := uint64(1)
+		for _, d := range wantShape {
+			elems *= d
+		}
+		assert.Equal(t, elems, s.NumElements(), desc)
 		if wantShape == nil {
 			wantShape = []uint64{}
 		}
@@ -188,4 +193,114 @@ func TestSliceErrors(t *testing.T) {
 	s, err = f4odd.Slice(Range(0, 2))
 	require.NoError(t, err)
 	assert.Equal(t, f4odd.Data, s.AppendTo(nil))
+}
+
+// TestSliceFloat32s decodes selections of a BF16 matrix, row by row and
+// column by column, and checks that a selection of a dtype with no float32
+// values leaves the buffer as it was.
+func TestSliceFloat32s(t *testing.T) {
+	// A 3x4 BF16 matrix holding 0 to 11: BF16 holds small integers exactly.
+	vals := make([]float32, 12)
+	for i := range vals {
+		vals[i] = float32(i)
+	}
+	m, err := TensorFromFloat32s("m", BF16, []uint64{3, 4}, vals, RoundNearestEven)
+	require.NoError(t, err)
+
+	row, err := m.Slice(At(1))
+	require.NoError(t, err)
+	got, err := row.Float32s()
+	require.NoError(t, err)
+	assert.Equal(t, []float32{4, 5, 6, 7}, got)
+
+	cols, err := m.Slice(All(), Range(1, 3))
+	require.NoError(t, err)
+	buf := append(make([]float32, 0, 16), -1)
+	got, err = cols.AppendFloat32s(buf)
+	require.NoError(t, err)
+	assert.Equal(t, []float32{-1, 1, 2, 5, 6, 9, 10}, got)
+	assert.Same(t, &buf[:1][0], &got[0], "no allocation when dst has the capacity")
+	whole, err := cols.Tensor().Float32s()
+	require.NoError(t, err)
+	assert.Equal(t, whole, got[1:], "the same values as the gathered tensor's")
+
+	empty, err := m.Slice(Range(2, 2))
+	require.NoError(t, err)
+	got, err = empty.Float32s()
+	require.NoError(t, err)
+	assert.Empty(t, got)
+
+	packed := Tensor{Name: "p", DType: F4, Shape: []uint64{2, 2}, Data: []byte{0x21, 0x43}}
+	ps, err := packed.Slice(At(0))
+	require.NoError(t, err)
+	got, err = ps.AppendFloat32s(buf)
+	assert.ErrorIs(t, err, ErrDTypeMismatch)
+	assert.Equal(t, buf, got, "dst as it was")
+	var te *TensorError
+	require.ErrorAs(t, err, &te)
+	assert.Equal(t, "p", te.Name)
+}
+
+// TestNumElements checks the element counts of tensors, header entries and
+// selections, for packed dtypes, sizes whose bit count overflows 64 bits,
+// and entries that describe no tensor.
+func TestNumElements(t *testing.T) {
+	for _, tc := range []struct {
+		dtype DType
+		shape []uint64
+		bytes int
+	}{
+		{F32, []uint64{2, 3}, 24},
+		{F32, []uint64{}, 4},
+		{F32, []uint64{5, 0}, 0},
+		{F4, []uint64{6}, 3},
+		{F6_E2M3, []uint64{4}, 3},
+		{BOOL, []uint64{7}, 7},
+		{C64, []uint64{3}, 24},
+	} {
+		want := uint64(1)
+		for _, d := range tc.shape {
+			want *= d
+		}
+		tensor := Tensor{Name: "t", DType: tc.dtype, Shape: tc.shape, Data: make([]byte, tc.bytes)}
+		assert.Equal(t, want, tensor.NumElements(), "%v %v", tc.dtype, tc.shape)
+		info := TensorInfo{Name: "t", DType: tc.dtype, Shape: tc.shape, DataOffsets: [2]uint64{100, 100 + uint64(tc.bytes)}}
+		assert.Equal(t, want, info.NumElements(), "%v %v", tc.dtype, tc.shape)
+		s, err := tensor.Slice()
+		require.NoError(t, err)
+		assert.Equal(t, want, s.NumElements(), "%v %v", tc.dtype, tc.shape)
+	}
+
+	// 2^64-1 bytes of F64: size*8 overflows, the count does not.
+	huge := TensorInfo{DType: F64, DataOffsets: [2]uint64{0, math.MaxUint64}}
+	assert.Equal(t, uint64(1)<<61-1, huge.NumElements())
+	huge.DType, huge.DataOffsets[1] = F6_E3M2, 3<<60 // 4 elements in 3 bytes
+	assert.Equal(t, uint64(1)<<62, huge.NumElements())
+	huge.DataOffsets[1] = 1 << 61 // 2^64 bits: the most a valid header allows
+	huge.DType = F4
+	assert.Equal(t, uint64(1)<<62, huge.NumElements())
+	huge.DataOffsets[1] = 1 << 63
+	assert.Equal(t, uint64(math.MaxUint64), huge.NumElements(), "2^64 elements: no valid header has them; the count saturates")
+	assert.Zero(t, TensorInfo{DType: F32, DataOffsets: [2]uint64{8, 4}}.NumElements(), "reversed offsets")
+	assert.Zero(t, TensorInfo{DType: DType(200), DataOffsets: [2]uint64{0, 8}}.NumElements(), "unknown dtype")
+	assert.Zero(t, Tensor{DType: DType(200), Data: make([]byte, 8)}.NumElements(), "unknown dtype")
+
+	// A real file: every entry's count is its shape's product, and they add
+	// up to the parameters the command reports for it.
+	r, err := Open("testdata/tiny-llama.safetensors")
+	require.NoError(t, err)
+	defer r.Close()
+	var total uint64
+	for _, info := range r.Header().Tensors {
+		want := uint64(1)
+		for _, d := range info.Shape {
+			want *= d
+		}
+		assert.Equal(t, want, info.NumElements(), info.Name)
+		tensor, err := r.Tensor(info.Name)
+		require.NoError(t, err)
+		assert.Equal(t, want, tensor.NumElements(), info.Name)
+		total += info.NumElements()
+	}
+	assert.Equal(t, uint64(250432), total)
 }

@@ -320,15 +320,24 @@ func (a *statsAcc) stats() Stats {
 	return s
 }
 
-// Merge returns the statistics of the elements of s and o together, as if
-// one tensor held both: so that several goroutines can each summarize a
-// part of a large tensor (Tensor.Elements gives the parts) and combine
-// their results, in any order and grouping. Count, NaN, Inf, Min and Max
-// are exact; Mean and StdDev are combined with the pairwise formulas of
-// Chan, Golub and LeVeque that Stats uses between its own chunks, and agree
-// with those of the whole to within a few units in the last place, not bit
-// for bit, since the sums are added in another order.
-func (s Stats) Merge(o Stats) Stats {
+// Merge adds the statistics o to s: s becomes the statistics of the
+// elements of both, as if one tensor held them. It changes s, as
+// (*big.Int).Add changes its receiver, and returns nothing, so that a call
+// whose result is dropped cannot go unnoticed. Several goroutines can each
+// summarize a part of a large tensor (Tensor.Elements gives the parts) and
+// the parts be merged in any order and grouping:
+//
+//	var all safetensors.Stats // the zero Stats holds no element
+//	for _, part := range parts {
+//		all.Merge(part)
+//	}
+//
+// Count, NaN, Inf, Min and Max are exact; Mean and StdDev are combined
+// with the pairwise formulas of Chan, Golub and LeVeque that Stats uses
+// between its own chunks, and agree with those of the whole to within a
+// few units in the last place, not bit for bit, since the sums are added in
+// another order.
+func (s *Stats) Merge(o Stats) {
 	n1 := float64(s.Count - s.NaN - s.Inf)
 	n2 := float64(o.Count - o.NaN - o.Inf)
 	out := Stats{Count: s.Count + o.Count, NaN: s.NaN + o.NaN, Inf: s.Inf + o.Inf}
@@ -339,14 +348,13 @@ func (s Stats) Merge(o Stats) Stats {
 			nan := math.NaN()
 			out.Min, out.Max, out.Mean, out.StdDev = nan, nan, nan, nan
 		}
-		return out
 	case n1 == 0:
 		out.Min, out.Max, out.Mean, out.StdDev = o.Min, o.Max, o.Mean, o.StdDev
-		return out
+	default:
+		a := statsAcc{finite: n1, mean: s.Mean, m2: s.StdDev * s.StdDev * n1, min: s.Min, max: s.Max}
+		a.merge(n2, o.Mean, o.StdDev*o.StdDev*n2, o.Min, o.Max)
+		out.Min, out.Max, out.Mean = a.min, a.max, a.mean
+		out.StdDev = math.Sqrt(a.m2 / a.finite)
 	}
-	a := statsAcc{finite: n1, mean: s.Mean, m2: s.StdDev * s.StdDev * n1, min: s.Min, max: s.Max}
-	a.merge(n2, o.Mean, o.StdDev*o.StdDev*n2, o.Min, o.Max)
-	out.Min, out.Max, out.Mean = a.min, a.max, a.mean
-	out.StdDev = math.Sqrt(a.m2 / a.finite)
-	return out
+	*s = out
 }

@@ -59,6 +59,7 @@ import (
 	"github.com/safetensors-go/safetensors"
 	"github.com/safetensors-go/safetensors/checkpoint"
 	"github.com/safetensors-go/safetensors/internal/parallel"
+	"github.com/safetensors-go/safetensors/internal/plural"
 	"github.com/safetensors-go/safetensors/internal/role"
 )
 
@@ -355,7 +356,7 @@ func run(ctx context.Context, src safetensors.TensorSource, c *settings) (*Repor
 		r.Notes = append(r.Notes, designNote(design))
 	}
 	if len(bounds) > 0 {
-		r.Notes = append(r.Notes, fmt.Sprintf("%d tensors named as bounds hold only infinities, as clipping bounds initialized to no clipping do (e.g. %q): not reported", len(bounds), bounds[0]))
+		r.Notes = append(r.Notes, fmt.Sprintf("%s named as bounds hold only infinities, as clipping bounds initialized to no clipping do (e.g. %q): not reported", plural.Of(len(bounds), "tensor"), bounds[0]))
 	}
 	r.Findings = append(r.Findings, dtypes(infos)...)
 	r.Findings = append(r.Findings, st.findings...)

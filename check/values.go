@@ -9,6 +9,7 @@ import (
 	"github.com/safetensors-go/safetensors"
 	"github.com/safetensors-go/safetensors/internal/nonfinite"
 	"github.com/safetensors-go/safetensors/internal/parallel"
+	"github.com/safetensors-go/safetensors/internal/plural"
 	"github.com/safetensors-go/safetensors/internal/role"
 	"github.com/safetensors-go/safetensors/internal/verdict"
 )
@@ -136,16 +137,16 @@ func scanValues(ctx context.Context, src safetensors.ElementSource, infos []info
 			continue
 		}
 		if c.NaN > 0 {
-			out = append(out, valueFinding(Error, KindNaN, t.Name, c.NaN, c.FirstNaN, "%d NaN values, the first at index %d"))
+			out = append(out, valueFinding(Error, KindNaN, t.Name, c.NaN, c.FirstNaN, "%s, the first at index %d"))
 		}
 		if c.Inf > 0 {
-			out = append(out, valueFinding(Error, KindInf, t.Name, c.Inf, c.FirstInf, "%d infinite values, the first at index %d"))
+			out = append(out, valueFinding(Error, KindInf, t.Name, c.Inf, c.FirstInf, "%s, the first at index %d"))
 		}
 		// A buffer's values are not weights: checked for NaN and Inf only.
 		buffer := role.IsBuffer(t.Name, t.Shape)
 		if c.Big > 0 && !buffer {
-			f := valueFinding(Warning, KindMagnitude, t.Name, c.Big, c.FirstBig, "%d values beyond ±%g, the first at index %d")
-			f.Message = fmt.Sprintf("%d values beyond ±%g, the first at index %d", c.Big, lim.Float, c.FirstBig)
+			f := valueFinding(Warning, KindMagnitude, t.Name, c.Big, c.FirstBig, "")
+			f.Message = fmt.Sprintf("%s beyond ±%g, the first at index %d", plural.Of(c.Big, "value"), lim.Float, c.FirstBig)
 			out = append(out, f)
 		}
 		if !c.Nonzero && c.NaN == 0 && !buffer {
@@ -156,7 +157,11 @@ func scanValues(ctx context.Context, src safetensors.ElementSource, infos []info
 }
 
 func valueFinding(s Severity, kind, name string, n, first uint64, format string) Finding {
-	return Finding{Severity: s, Kind: kind, Tensor: name, Count: n, First: &first, Message: fmt.Sprintf(format, n, first)}
+	noun := "NaN value"
+	if kind == KindInf {
+		noun = "infinite value"
+	}
+	return Finding{Severity: s, Kind: kind, Tensor: name, Count: n, First: &first, Message: fmt.Sprintf(format, plural.Of(n, noun), first)}
 }
 
 // scan checks the elements of t, a piece of a tensor whose first element

@@ -2,6 +2,8 @@ package check
 
 import (
 	"fmt"
+
+	"github.com/safetensors-go/safetensors/internal/plural"
 )
 
 // byDesign takes out of findings the all-zero tensors that a model holds
@@ -72,7 +74,7 @@ func byDesign(findings []Finding, infos []info, st structureResult) (kept []Find
 
 // designNote is the report's note on the tensors zero by design.
 func designNote(design []string) string {
-	return fmt.Sprintf("%d tensors all zeros, as models start biases, statistics, gates, tokens, adapter matrices and zero-initialized layers (e.g. %q): not reported", len(design), design[0])
+	return fmt.Sprintf("%s all zeros, as models start biases, statistics, gates, tokens, adapter matrices and zero-initialized layers (e.g. %q): not reported", plural.Of(len(design), "tensor"), design[0])
 }
 
 // vectors reports whether a shape is that of one vector or a few: every

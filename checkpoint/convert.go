@@ -215,10 +215,8 @@ func (cv *converter) convertFile(f *file, out string) error {
 		if t.DType != s.DType {
 			cv.out.Converted++
 		}
-		size := s.DataOffsets[1] - s.DataOffsets[0]
-		bits := uint64(s.DType.Bits())
-		n := size/bits*8 + size%bits*8/bits // size*8/bits, without overflow
-		step := uint64(convertChunk)        // a multiple of 8: whole bytes of the packed dtypes
+		n := s.NumElements()
+		step := uint64(convertChunk) // a multiple of 8: whole bytes of the packed dtypes
 		for lo := uint64(0); lo < n; lo += step {
 			chunks = append(chunks, convertChunkRef{s, t.DType, lo, min(lo+step, n)})
 		}

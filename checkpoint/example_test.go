@@ -143,3 +143,39 @@ func ExampleConvert() {
 	// Output:
 	// 2 of 3 tensors converted, in [model-00001-of-00003.safetensors model-00002-of-00003.safetensors model-00003-of-00003.safetensors]
 }
+
+// Shards asks for a number of shards rather than a largest size: the
+// tensors, kept whole and in order, are split so that the largest shard is
+// as small as it can be.
+func ExampleShards() {
+	dir, err := os.MkdirTemp("", "shards")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	var tensors []safetensors.Tensor
+	for i, size := range []int{40, 10, 10, 20, 20} {
+		tensors = append(tensors, safetensors.Tensor{
+			Name: fmt.Sprintf("layers.%d.weight", i), DType: safetensors.U8, Shape: []uint64{uint64(size)}, Data: make([]byte, size),
+		})
+	}
+	if err := checkpoint.Write(dir, tensors, checkpoint.Shards(3)); err != nil {
+		log.Fatal(err)
+	}
+	ckpt, err := checkpoint.Open(context.Background(), dir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ckpt.Close()
+	for _, f := range ckpt.Files() {
+		h, err := ckpt.Header(f)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(f, len(h.Tensors), "tensors,", h.DataLen(), "bytes")
+	}
+	// Output:
+	// model-00001-of-00003.safetensors 1 tensors, 40 bytes
+	// model-00002-of-00003.safetensors 3 tensors, 40 bytes
+	// model-00003-of-00003.safetensors 1 tensors, 20 bytes
+}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -307,13 +308,10 @@ func (f *remoteFolder) path(name string) string {
 }
 
 func (f *remoteFolder) open(ctx context.Context, name string, o *options) (*file, error) {
-	rf, err := remote.OpenFile(ctx, o.client, f.path(name), o.remote...)
+	opts := append(slices.Clip(o.remote), remote.ReadOptions(o.read...))
+	r, err := remote.Open(ctx, o.client, f.path(name), opts...)
 	if err != nil {
 		return nil, err
-	}
-	r, err := safetensors.NewReaderAt(rf, rf.Size(), o.read...)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", f.path(name), err)
 	}
 	return &file{name: name, r: r}, nil
 }

@@ -10,7 +10,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/safetensors-go/safetensors/internal/filekind"
 	"github.com/safetensors-go/safetensors/internal/parallel"
+	"github.com/safetensors-go/safetensors/remote"
 )
 
 // The files that make a folder a model of several parts.
@@ -181,6 +183,7 @@ func openWeights(ctx context.Context, dir folder, o *options, variant string) (*
 		return c, err
 	}
 	var tried []string
+	var missing error // the last answer that a file is not there
 	for _, base := range weightBases {
 		name := fileName(base, variant)
 		f, err := dir.open(ctx, name, o)
@@ -190,6 +193,7 @@ func openWeights(ctx context.Context, dir folder, o *options, variant string) (*
 		if !notExist(err) {
 			return nil, err
 		}
+		missing = err
 		indexes := []string{indexName(base, variant)}
 		if variant != "" && base == diffusersBase {
 			indexes = append(indexes, legacyIndexName(base, variant))
@@ -202,11 +206,12 @@ func openWeights(ctx context.Context, dir folder, o *options, variant string) (*
 			if !notExist(err) {
 				return nil, err
 			}
+			missing = err
 		}
 		tried = append(tried, name)
 		tried = append(tried, indexes...)
 	}
-	return openListed(ctx, dir, o, variant, tried)
+	return openListed(ctx, dir, o, variant, tried, missing)
 }
 
 // diffusersBase is the base name of diffusers' weight files.
@@ -311,11 +316,13 @@ func openDistributed(ctx context.Context, dir folder, o *options) (*Checkpoint, 
 }
 
 // openListed opens, failing the libraries' names, the one index or the
-// one safetensors file of the variant that a folder on disk lists.
-func openListed(ctx context.Context, dir folder, o *options, variant string, tried []string) (*Checkpoint, error) {
+// one safetensors file of the variant that a folder on disk lists. tried
+// are the names looked for, and missing the last answer that one is not
+// there.
+func openListed(ctx context.Context, dir folder, o *options, variant string, tried []string, missing error) (*Checkpoint, error) {
 	names, err := dir.list()
 	if errors.Is(err, errNoList) {
-		return nil, fmt.Errorf("%w: %s%s: none of %s", ErrNoModel, dir.path(""), foreignNote(ctx, dir), strings.Join(tried, ", "))
+		return nil, fmt.Errorf("%w: %s%s: none of %s%s", ErrNoModel, dir.path(""), foreignNote(ctx, dir), strings.Join(tried, ", "), missingNote(dir, missing))
 	}
 	if err != nil {
 		return nil, err
@@ -385,6 +392,43 @@ func openListed(ctx context.Context, dir folder, o *options, variant string, tri
 	return nil, fmt.Errorf("%w: %s", ErrNoModel, msg)
 }
 
+// missingNote returns what an error about the names looked for in the
+// folder dir over HTTP, which it does not have, says of missing, the last
+// answer that one was not there: the server's status and message, and for
+// the URL of the web page of a repository's folder (the Hugging Face Hub's
+// .../tree/REVISION), the folder's own URL.
+func missingNote(dir folder, missing error) string {
+	var note string
+	var se *remote.StatusError
+	if errors.As(missing, &se) {
+		note = "; the server answered " + se.Status
+		if se.Body != "" {
+			note += ", saying: " + se.Body
+		}
+	}
+	if u := filekind.ResolveURL(dir.path("")); u != "" {
+		note += "; " + dir.path("") + " is the URL of a web page: use the resolve/ form, " + u
+	}
+	return note
+}
+
+// webPage returns what an error about the file at path, which holds data,
+// says of it when it is a web page rather than the file, such as the
+// Hugging Face Hub's page of the file; otherwise "".
+func webPage(path string, data []byte) string {
+	if filekind.Of(data) != filekind.HTML {
+		return ""
+	}
+	const msg = "a web page (HTML), not the file"
+	if u := filekind.ResolveURL(path); u != "" {
+		return msg + ": use the resolve/ form of its URL, " + u
+	}
+	if isURL(path) {
+		return msg + ": for the Hugging Face Hub, use the resolve/ form of its URL, https://huggingface.co/REPO/resolve/REVISION/FILE"
+	}
+	return msg
+}
+
 // foreignNote returns what an error says of the weights in other formats
 // in dir, if any, for a folder that holds no safetensors weights.
 func foreignNote(ctx context.Context, dir folder) string {
@@ -416,6 +460,9 @@ func listedVariant(name string, all map[string]bool) string {
 func openPipeline(ctx context.Context, dir folder, data []byte, o *options) (*Checkpoint, error) {
 	var components map[string]json.RawMessage
 	if err := json.Unmarshal(data, &components); err != nil || components == nil {
+		if page := webPage(dir.path(modelIndexFile), data); page != "" {
+			return nil, fmt.Errorf("%w: %s: %s", ErrNoModel, dir.path(modelIndexFile), page)
+		}
 		return nil, fmt.Errorf("%w: %s: not a JSON object of a pipeline's components", ErrNoModel, dir.path(modelIndexFile))
 	}
 	var names []string
@@ -461,6 +508,9 @@ func openModules(ctx context.Context, dir folder, data []byte, o *options) (*Che
 		Path *string `json:"path"`
 	}
 	if err := json.Unmarshal(data, &modules); err != nil {
+		if page := webPage(dir.path(modulesFile), data); page != "" {
+			return nil, fmt.Errorf("%w: %s: %s", ErrNoModel, dir.path(modulesFile), page)
+		}
 		return nil, fmt.Errorf("%w: %s: not a JSON list of modules: %v", ErrNoModel, dir.path(modulesFile), err)
 	}
 	var parts []*Checkpoint

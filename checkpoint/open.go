@@ -164,9 +164,26 @@ func open(ctx context.Context, target string, o *options) (c *Checkpoint, isFile
 	return c, isFile, nil
 }
 
-// isURL reports whether target is an http or https URL.
+// isURL reports whether target is an http or https URL, its scheme in
+// any case, as URLs' schemes are.
 func isURL(target string) bool {
-	return strings.HasPrefix(target, "http://") || strings.HasPrefix(target, "https://")
+	scheme := urlScheme(target)
+	return strings.EqualFold(scheme, "http") || strings.EqualFold(scheme, "https")
+}
+
+// urlScheme returns the scheme of target if it is a URL of the form
+// scheme://..., or "".
+func urlScheme(target string) string {
+	scheme, _, ok := strings.Cut(target, "://")
+	if !ok || scheme == "" {
+		return ""
+	}
+	for i, c := range scheme {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || i > 0 && ('0' <= c && c <= '9' || c == '+' || c == '-' || c == '.')) {
+			return ""
+		}
+	}
+	return scheme
 }
 
 // locate returns the folder target is, or the folder of the file it is
@@ -191,6 +208,10 @@ func locate(target string, o *options) (folder, string, error) {
 	}
 	info, err := os.Stat(target)
 	if err != nil {
+		if scheme := urlScheme(target); scheme != "" && notExist(err) {
+			// Such as hf://org/model or s3://bucket/model.safetensors.
+			return nil, "", fmt.Errorf("checkpoint: %s is not a path on disk, and only http:// and https:// URLs are read, not %s:// ones: %w", target, scheme, err)
+		}
 		return nil, "", err
 	}
 	if !info.IsDir() {
@@ -239,6 +260,9 @@ func openSharded(ctx context.Context, dir folder, name string, data []byte, o *o
 	}
 	ix, err := hfindex.Parse(data, MaxFileSize)
 	if err != nil {
+		if page := webPage(indexPath, data); page != "" {
+			return nil, indexErr("%s", page)
+		}
 		return nil, indexErr("%v", err)
 	}
 	for name, file := range ix.WeightMap {

@@ -36,6 +36,8 @@ type options struct {
 	remote  []remote.Option
 
 	maxShardSize int64
+	shardSizeSet bool // MaxShardSize was given
+	shards       int  // the number of shards Shards asks for, or 0
 	base         string
 	fileMeta     map[string]string
 	write        []safetensors.WriteOption
@@ -162,8 +164,27 @@ func MaxShardSize(n int64) Option {
 		if n <= 0 {
 			return fmt.Errorf("%w: MaxShardSize(%d): the size must be positive", safetensors.ErrInvalidOption, n)
 		}
-		o.maxShardSize = n
+		o.maxShardSize, o.shardSizeSet = n, true
 		return o.only("MaxShardSize", opWrite)
+	}
+}
+
+// Shards returns an option that writes the tensors in exactly n shards,
+// rather than in shards of at most MaxShardSize bytes: the tensors are kept
+// whole and in the order given, and split where the largest shard's bytes
+// of tensor data are the fewest possible (balanced by bytes, not by the
+// number of tensors). n must be positive, and Create and Write fail with
+// an error wrapping safetensors.ErrInvalidOption when there are fewer
+// tensors than shards or the option is given with MaxShardSize. Shards(1)
+// writes a single file with no index, as a checkpoint that fits in one
+// shard is written. Create and Write take it.
+func Shards(n int) Option {
+	return func(o *options) error {
+		if n <= 0 {
+			return fmt.Errorf("%w: Shards(%d): the number must be positive", safetensors.ErrInvalidOption, n)
+		}
+		o.shards = n
+		return o.only("Shards", opWrite)
 	}
 }
 

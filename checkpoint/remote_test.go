@@ -7,10 +7,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -175,4 +177,94 @@ func TestOpenURLErrors(t *testing.T) {
 
 	_, err = Open(ctx, "http://[::1]:namedport/model.safetensors")
 	assert.Error(t, err, "not a URL")
+}
+
+// TestOpenURLNoModel: a base URL under which every file tried answers
+// 404 names the base URL and every file tried under it, and ends with the
+// server's message, which says whether the repository or the revision is
+// missing rather than the weights.
+func TestOpenURLNoModel(t *testing.T) {
+	srv := serveDirDelayed(t, t.TempDir(), 0, func(w http.ResponseWriter, r *http.Request) bool {
+		w.Header().Set("X-Error-Code", "RevisionNotFound")
+		http.Error(w, "Invalid rev id: mian", http.StatusNotFound)
+		return true
+	})
+	_, err := Open(context.Background(), srv.base)
+	require.ErrorIs(t, err, ErrNoModel)
+	msg := err.Error()
+	assert.True(t, strings.HasPrefix(msg, "checkpoint: no model found: "+srv.base+": none of "), msg)
+	for _, name := range []string{"model.safetensors", "model.safetensors.index.json", "diffusion_pytorch_model.safetensors", "diffusion_pytorch_model.safetensors.index.json", "adapter_model.safetensors", "open_clip_model.safetensors"} {
+		assert.Contains(t, msg, " "+name+",", "every file tried under the base URL")
+	}
+	assert.True(t, strings.HasSuffix(msg, "; the server answered 404 Not Found, saying: Invalid rev id: mian"), msg)
+
+	// The URL of the Hub's web page of the folder: its resolve/ form.
+	tree := srv.URL + "/org/model/tree/main"
+	_, err = Open(context.Background(), tree)
+	require.ErrorIs(t, err, ErrNoModel)
+	assert.ErrorContains(t, err, "; "+tree+" is the URL of a web page: use the resolve/ form, "+srv.URL+"/org/model/resolve/main")
+}
+
+// TestOpenURLWebPage: the URL of the Hub's web page of a file or of an
+// index gives a web page: the error says so, and names the file's URL.
+func TestOpenURLWebPage(t *testing.T) {
+	page := "<!DOCTYPE html>\n<html><head><title>model.safetensors · org/model at main</title></head><body>" + strings.Repeat("<p>x</p>", 100) + "</body></html>"
+	srv := serveDirDelayed(t, t.TempDir(), 0, func(w http.ResponseWriter, r *http.Request) bool {
+		w.Header().Set("Content-Type", "text/html")
+		io.WriteString(w, page)
+		return true
+	})
+	ctx := context.Background()
+	blob := srv.URL + "/org/model/blob/main/model.safetensors"
+	_, err := Open(ctx, blob)
+	require.ErrorIs(t, err, safetensors.ErrNotSafetensors)
+	assert.EqualError(t, err, "safetensors: "+blob+" is a web page (HTML), not a safetensors file: use the resolve/ form of its URL, "+srv.URL+"/org/model/resolve/main/model.safetensors")
+
+	index := srv.URL + "/org/model/blob/main/model.safetensors.index.json"
+	_, err = Open(ctx, index)
+	require.ErrorIs(t, err, ErrInvalidIndex)
+	assert.EqualError(t, err, "checkpoint: invalid index: "+index+": a web page (HTML), not the file: use the resolve/ form of its URL, "+srv.URL+"/org/model/resolve/main/model.safetensors.index.json")
+
+	// A server that answers every path with a web page.
+	_, err = Open(ctx, srv.base)
+	require.ErrorIs(t, err, ErrNoModel)
+	assert.EqualError(t, err, "checkpoint: no model found: "+srv.base+"/model_index.json: a web page (HTML), not the file: for the Hugging Face Hub, use the resolve/ form of its URL, https://huggingface.co/REPO/resolve/REVISION/FILE")
+}
+
+// TestOpenURLStatus: a refusal comes as the remote package's StatusError,
+// with the server's message.
+func TestOpenURLStatus(t *testing.T) {
+	srv := serveDirDelayed(t, t.TempDir(), 0, func(w http.ResponseWriter, r *http.Request) bool {
+		http.Error(w, "Access to model org/model is restricted.", http.StatusUnauthorized)
+		return true
+	})
+	for _, target := range []string{srv.base, srv.base + "/model.safetensors", srv.base + "/model.safetensors.index.json"} {
+		_, err := Open(context.Background(), target)
+		var se *remote.StatusError
+		require.ErrorAs(t, err, &se, target)
+		assert.Equal(t, http.StatusUnauthorized, se.Code)
+		assert.Equal(t, "Access to model org/model is restricted.", se.Body)
+		assert.ErrorContains(t, err, "401 Unauthorized: the server wants credentials")
+	}
+}
+
+// TestOpenScheme: a URL's scheme in any case is a URL; another scheme is
+// no path, and the error says which schemes are read rather than that
+// "stat" failed.
+func TestOpenScheme(t *testing.T) {
+	dir := layers(t, 2, 10, 1<<20)
+	srv := serveDir(t, dir)
+	c, err := Open(context.Background(), "HTTP"+strings.TrimPrefix(srv.base, "http"))
+	require.NoError(t, err)
+	require.NoError(t, c.Close())
+
+	for _, target := range []string{"hf://org/model", "s3://bucket/model.safetensors"} {
+		_, err = Open(context.Background(), target)
+		require.ErrorIs(t, err, fs.ErrNotExist)
+		scheme, _, _ := strings.Cut(target, "://")
+		assert.True(t, strings.HasPrefix(err.Error(), "checkpoint: "+target+" is not a path on disk, and only http:// and https:// URLs are read, not "+scheme+":// ones: "), err.Error())
+	}
+	_, err = Open(context.Background(), filepath.Join(t.TempDir(), "missing"))
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	assert.NotContains(t, err.Error(), "URL")
 }

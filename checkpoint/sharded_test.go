@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -381,6 +383,151 @@ func TestSplitShards(t *testing.T) {
 	}
 	assert.Equal(t, [][]string{{"layer_1"}, {"layer_3"}, {"layer_2"}, {"layer_4", "layer_5"}}, got)
 	assert.Equal(t, uint64(50), total)
+}
+
+// TestSplitInto splits random tensors into n shards and checks the split
+// against every way to cut them into n runs: exactly n shards, none empty,
+// the tensors in order, and the largest shard as small as any cut makes it.
+func TestSplitInto(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 30))
+	for iter := range 2000 {
+		var specs []safetensors.TensorSpec
+		var sizes []uint64
+		for i := range 1 + rng.IntN(9) {
+			size := rng.Uint64N(50)
+			if rng.IntN(6) == 0 {
+				size = 0
+			}
+			specs = append(specs, safetensors.TensorSpec{Name: fmt.Sprint("t", i), DType: safetensors.U8, Shape: []uint64{size}})
+			sizes = append(sizes, size)
+		}
+		n := 1 + rng.IntN(len(specs))
+		desc := fmt.Sprintf("iteration %d: %d shards of %v", iter, n, specs)
+		shards, total := splitInto(specs, n)
+		require.Len(t, shards, n, desc)
+		var got []safetensors.TensorSpec
+		var largest, sum uint64
+		for _, shard := range shards {
+			require.NotEmpty(t, shard, desc)
+			got = append(got, shard...)
+			var size uint64
+			for _, spec := range shard {
+				size += spec.Shape[0]
+			}
+			largest, sum = max(largest, size), sum+size
+		}
+		assert.Equal(t, specs, got, desc)
+		assert.Equal(t, sum, total, desc)
+		assert.Equal(t, bestLargest(sizes, n), largest, desc)
+	}
+}
+
+// bestLargest returns the least largest shard of all the cuts of tensors
+// of the given sizes into n non-empty runs, trying every cut.
+func bestLargest(sizes []uint64, n int) uint64 {
+	if n == 1 {
+		var size uint64
+		for _, s := range sizes {
+			size += s
+		}
+		return size
+	}
+	best := uint64(math.MaxUint64)
+	var first uint64
+	for i := 0; len(sizes)-i-1 >= n-1; i++ { // the first run is sizes[:i+1]
+		first += sizes[i]
+		best = min(best, max(first, bestLargest(sizes[i+1:], n-1)))
+	}
+	return best
+}
+
+// TestWriteShards writes the fixture's tensors in a number of shards, and
+// checks the files, their order and balance, and what the option refuses.
+func TestWriteShards(t *testing.T) {
+	fx := loadShardedFixture(t)
+	specs := make([]safetensors.TensorSpec, len(fx.tensors))
+	sizes := make([]uint64, len(fx.tensors))
+	for i, tn := range fx.tensors {
+		specs[i] = safetensors.TensorSpec{Name: tn.Name, DType: tn.DType, Shape: tn.Shape}
+		sizes[i] = uint64(len(tn.Data))
+	}
+	for _, n := range []int{2, 3, len(fx.tensors)} {
+		dir := t.TempDir()
+		require.NoError(t, Write(dir, fx.tensors, Shards(n)))
+		want := []string{"model.safetensors.index.json"}
+		for i := range n {
+			want = append(want, fmt.Sprintf("model-%05d-of-%05d.safetensors", i+1, n))
+		}
+		slices.Sort(want)
+		assert.Equal(t, want, dirNames(t, dir), "%d shards", n)
+
+		c, err := Open(context.Background(), dir)
+		require.NoError(t, err)
+		// The tensors in the order given, shard after shard: each shard
+		// holds the run of tensors after the previous shard's; and no shard
+		// larger than the best cut allows.
+		pos := make(map[string]int)
+		for i, tn := range fx.tensors {
+			pos[tn.Name] = i
+		}
+		next := 0
+		var largest uint64
+		for _, f := range c.Files() {
+			h, err := c.Header(f)
+			require.NoError(t, err)
+			var in []int
+			for _, info := range h.Tensors {
+				in = append(in, pos[info.Name])
+			}
+			slices.Sort(in)
+			for _, p := range in {
+				assert.Equal(t, next, p, "%d shards: %s", n, f)
+				next = p + 1
+			}
+			largest = max(largest, h.DataLen())
+		}
+		assert.Equal(t, len(fx.tensors), next)
+		assert.Equal(t, bestLargest(sizes, n), largest, "%d shards", n)
+		for _, tn := range fx.tensors {
+			got, err := c.Tensor(tn.Name)
+			require.NoError(t, err)
+			assert.Equal(t, tn.Data, got.Data, tn.Name)
+		}
+		require.NoError(t, c.Close())
+	}
+
+	// One shard: a single file, as when the tensors fit in one.
+	dir := t.TempDir()
+	require.NoError(t, Write(dir, fx.tensors, Shards(1)))
+	assert.Equal(t, []string{"model.safetensors"}, dirNames(t, dir))
+
+	// Tensors kept in the given order: the first shard holds the first.
+	dir = t.TempDir()
+	w, err := Create(dir, specs, Shards(2))
+	require.NoError(t, err)
+	first, err := w.File(specs[0].Name)
+	require.NoError(t, err)
+	last, err := w.File(specs[len(specs)-1].Name)
+	require.NoError(t, err)
+	assert.Equal(t, []string{first, last}, w.Files())
+	w.Abort()
+
+	for _, tc := range []struct {
+		opts []Option
+		want string
+	}{
+		{[]Option{Shards(0)}, "Shards(0): the number must be positive"},
+		{[]Option{Shards(-2)}, "Shards(-2): the number must be positive"},
+		{[]Option{Shards(len(specs) + 1)}, fmt.Sprintf("Shards(%d): %d tensors cannot fill %d shards", len(specs)+1, len(specs), len(specs)+1)},
+		{[]Option{Shards(2), MaxShardSize(1000)}, "Shards(2) and MaxShardSize(1000) both given"},
+	} {
+		_, err := Create(t.TempDir(), specs, tc.opts...)
+		assert.ErrorIs(t, err, safetensors.ErrInvalidOption)
+		assert.ErrorContains(t, err, tc.want)
+	}
+	_, err = Open(context.Background(), t.TempDir(), Shards(2))
+	assert.ErrorIs(t, err, safetensors.ErrInvalidOption)
+	assert.ErrorContains(t, err, "Shards applies to Create and Write only")
 }
 
 // TestOpenIndexChecks is what TestNewSharded checked, when the caller gave

@@ -43,7 +43,8 @@ type shardWriter struct {
 // (os.MkdirAll, mode 0777 before the umask), splitting them as the Hugging
 // Face libraries do: in the order given, each shard filled until the next
 // tensor would take it past MaxShardSize bytes of tensor data, and a
-// tensor larger than that in a shard of its own, placed when it comes. The
+// tensor larger than that in a shard of its own, placed when it comes; or,
+// with the Shards option, into exactly n shards balanced by bytes. The
 // shards are named model-00001-of-00003.safetensors and so on (the
 // BaseName and the Variant change "model" as the libraries do:
 // model.fp16-00001-of-00003.safetensors), and the index
@@ -94,7 +95,18 @@ func Create(dir string, specs []safetensors.TensorSpec, opts ...Option) (*Writer
 	if _, err := safetensors.NewWriter(io.Discard, specs, o.fileMeta, o.write...); err != nil {
 		return nil, err
 	}
-	groups, total := splitShards(specs, uint64(o.maxShardSize))
+	var groups [][]safetensors.TensorSpec
+	var total uint64
+	switch {
+	case o.shards > 0 && o.shardSizeSet:
+		return nil, fmt.Errorf("%w: Shards(%d) and MaxShardSize(%d) both given: they choose the shards two ways", safetensors.ErrInvalidOption, o.shards, o.maxShardSize)
+	case o.shards > len(specs):
+		return nil, fmt.Errorf("%w: Shards(%d): %d tensors cannot fill %d shards", safetensors.ErrInvalidOption, o.shards, len(specs), o.shards)
+	case o.shards > 0:
+		groups, total = splitInto(specs, o.shards)
+	default:
+		groups, total = splitShards(specs, uint64(o.maxShardSize))
+	}
 	params, err := countParameters(specs)
 	if err != nil {
 		return nil, err
@@ -160,6 +172,56 @@ func splitShards(specs []safetensors.TensorSpec, maxSize uint64) (shards [][]saf
 	if len(current) > 0 {
 		shards = append(shards, current)
 	}
+	return shards, total
+}
+
+// splitInto splits specs, in order, into exactly n shards, n at most
+// len(specs), whose largest holds the fewest bytes possible, and returns
+// them with the total size. The least such largest size is found by
+// bisection: a size fits when shards filled greedily up to it number at
+// most n. Shards are then filled greedily up to that size, and each of the
+// last tensors starts a shard of its own when as many tensors are left as
+// shards to fill, which makes exactly n and keeps each within the size.
+func splitInto(specs []safetensors.TensorSpec, n int) (shards [][]safetensors.TensorSpec, total uint64) {
+	sizes := make([]uint64, len(specs))
+	var largest uint64
+	for i, spec := range specs {
+		sizes[i] = specSize(spec)
+		total += sizes[i] // no overflow: NewWriter checked the data section's size
+		largest = max(largest, sizes[i])
+	}
+	// count returns how many shards the greedy split up to limit makes.
+	count := func(limit uint64) int {
+		k, current := 1, uint64(0)
+		for _, size := range sizes {
+			if current+size > limit { // no overflow: both are at most total
+				k, current = k+1, 0
+			}
+			current += size
+		}
+		return k
+	}
+	lo, hi := largest, total // count(hi) is 1; the answer is in [lo, hi]
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if count(mid) <= n {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	limit := lo
+	shards = make([][]safetensors.TensorSpec, 0, n)
+	start, current := 0, uint64(0)
+	for i, size := range sizes {
+		left := n - len(shards) - 1 // the shards to fill after the current one
+		if i > start && (current+size > limit || len(specs)-i == left) {
+			shards = append(shards, specs[start:i:i])
+			start, current = i, 0
+		}
+		current += size
+	}
+	shards = append(shards, specs[start:])
 	return shards, total
 }
 

@@ -212,8 +212,14 @@ type Manifest struct {
 	TotalSamples       int64   `json:"total_samples"`
 	TotalBytes         int64   `json:"total_bytes"` // the shards' file sizes, added up
 	Shards             []Shard `json:"shards"`
-	// Schema gives each column's dtype and the shape of one sample's
-	// tensor; a Batch shard holds [samples, shape...].
+	// Schema is the schema as the connector writes it. In Batch mode it
+	// has an entry for each column, with its dtype and the first shard's
+	// shape, batch dimension included ("image": [4, 3, 224, 224] for
+	// shards of 4 samples). In KeyValue mode it has an entry for each
+	// tensor, named key + separator + column ("user42__embedding"), with
+	// its dtype and shape. An empty dataset has an empty schema. Older
+	// versions of this package wrote each column's shape of one sample,
+	// without the batch dimension; Open accepts that too.
 	Schema map[string]ColumnSchema `json:"schema"`
 }
 
@@ -224,7 +230,9 @@ type Shard struct {
 	Bytes   int64  `json:"bytes"` // the file's size
 }
 
-// ColumnSchema is a column's entry in the manifest's schema.
+// ColumnSchema is an entry of the manifest's schema: the dtype and shape of
+// a Batch column's tensors in the first shard, or of one KeyValue tensor
+// (see Manifest.Schema).
 type ColumnSchema struct {
 	DType string  `json:"dtype"`
 	Shape []int64 `json:"shape"`

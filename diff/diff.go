@@ -222,7 +222,7 @@ func compareTensor(ctx context.Context, a, b safetensors.ElementSource, name str
 		return out, nil
 	}
 	sameDType := ia.DType == ib.DType
-	n := elements(ia)
+	n := ia.NumElements()
 	step := uint64(diffChunk)
 	identical := sameDType
 	for lo := uint64(0); lo < n; lo += step {
@@ -279,16 +279,6 @@ func compareTensor(ctx context.Context, a, b safetensors.ElementSource, name str
 	}
 	out.Compared = true
 	return out, nil
-}
-
-// elements returns the number of elements of the tensor t describes,
-// counted from its bytes.
-func elements(t safetensors.TensorInfo) uint64 {
-	size, bits := t.DataOffsets[1]-t.DataOffsets[0], uint64(t.DType.Bits())
-	if bits == 0 {
-		return 0
-	}
-	return size/bits*8 + size%bits*8/bits
 }
 
 // grow returns b, or a new buffer if b cannot hold n bytes: what a source

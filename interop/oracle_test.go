@@ -109,7 +109,7 @@ func checkFiles(t testing.TB, paths []string) []refVerdict {
 }
 
 // variants maps the reference's error variants to the sentinels, as the
-// README's table does.
+// table of docs/format.md does.
 var variants = map[string]error{
 	"HeaderTooSmall":               safetensors.ErrHeaderTooSmall,
 	"HeaderTooLarge":               safetensors.ErrHeaderTooLarge,

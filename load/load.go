@@ -127,7 +127,9 @@ type Loader struct {
 }
 
 // Load returns an iterator over the tensors of src, handed over in the
-// order their bytes arrive, which is roughly the order of the files. Each
+// order their bytes arrive, which is roughly the order of the files.
+// Nothing is read until the iterator is ranged over, as below: a call
+// whose result is dropped loads nothing. Each
 // tensor's Data is a slice of the Loader's memory, valid until the loop's
 // next iteration, when the Loader reuses it: copy what must outlive it.
 // Breaking out of the loop, or cancelling ctx, stops the reads (those in

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -106,7 +107,7 @@ func WriteModel(ctx context.Context, src, dst string, s Strategy, opts ...Option
 	// The other files are copied from a folder on disk: one over HTTP
 	// cannot be listed.
 	copyOthers := false
-	if !strings.HasPrefix(src, "http://") && !strings.HasPrefix(src, "https://") {
+	if u, err := url.Parse(src); err != nil || u.Scheme != "http" && u.Scheme != "https" { // url.Parse lowers the scheme
 		info, err := os.Stat(src)
 		if err != nil {
 			return nil, err

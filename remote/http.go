@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/internal/filekind"
 )
 
 // probeLen is how much the first request asks for: the first read of
@@ -171,17 +172,17 @@ func (x *exchange) readFull(parent context.Context, p []byte) (int, error) {
 	return n, nil
 }
 
-// statusError is the error for an unexpected status: retryable for 408,
-// 429 and 5xx but 501, with the Retry-After of the answer when it asks for
-// a wait of at most MaxRetryAfter.
+// statusError is the error for an unexpected status: a *StatusError,
+// retryable for 408, 429 and 5xx but 501, with the Retry-After of the
+// answer when it asks for a wait of at most MaxRetryAfter; ErrChanged for
+// 412.
 func (x *exchange) statusError() error {
 	resp := x.resp
-	err := fmt.Errorf("safetensors: %s: %s", x.what, resp.Status)
-	switch c := resp.StatusCode; {
-	case c == http.StatusNotFound:
-		return notFound{err}
-	case c == http.StatusPreconditionFailed:
+	if resp.StatusCode == http.StatusPreconditionFailed {
 		return fmt.Errorf("%w: %s: %s: the object is no longer the version %s", ErrChanged, x.what, resp.Status, x.o.version())
+	}
+	err := x.newStatusError()
+	switch c := resp.StatusCode; {
 	case c == http.StatusTooManyRequests || c == http.StatusRequestTimeout || c >= 500 && c != http.StatusNotImplemented:
 		after, ok := retryAfter(resp.Header.Get("Retry-After"), time.Now())
 		if ok && after > MaxRetryAfter {
@@ -402,6 +403,15 @@ func (o *object) setVersion(h http.Header) {
 func (o *object) readHead(ctx context.Context, x *exchange) error {
 	size := x.resp.ContentLength
 	if size < 0 {
+		// Such as a web page, sent compressed: if its first bytes say
+		// so, that is the error.
+		head := make([]byte, filekind.Len)
+		n, _ := io.ReadFull(x, head)
+		if filekind.Of(head[:n]) != filekind.Unknown {
+			if _, err := safetensors.NewReader(head[:n]); errors.Is(err, safetensors.ErrNotSafetensors) {
+				return headerError(o.url, head[:n], err)
+			}
+		}
 		return fmt.Errorf("%w: %s: 200 OK without Content-Length, so the size is unknown", ErrNoRange, x.what)
 	}
 	want := min(size, probeLen)

@@ -69,6 +69,12 @@
 //
 //	remote.RequestHeader("Authorization", "Bearer "+os.Getenv("HF_TOKEN"))
 //
+// Without one, their files answer 401 Unauthorized (403 Forbidden with a
+// token that has no access): the error, a [*StatusError], says so, with
+// the Hub's message. The URL of the Hub's web page of a file,
+// https://huggingface.co/{repo}/blob/{revision}/{file}, gives a web page,
+// not the file: the error of Open names the file's URL.
+//
 // net/http's Client does not forward the Authorization header on a redirect
 // to another host, so the token is not sent to the content delivery network
 // (whose URLs are signed).
@@ -82,7 +88,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -264,8 +269,12 @@ type object struct {
 // means DefaultClient.
 //
 // ctx governs the File's later reads too: they fail once it is done; a
-// read under another context is ReadAtContext's. An object that the server
-// does not have (404 Not Found) gives an error wrapping fs.ErrNotExist.
+// read under another context is ReadAtContext's. A failed request gives a
+// *StatusError (wrapping ErrStatus), which for an object that the server
+// does not have (404 Not Found) matches fs.ErrNotExist. A 200 OK of unknown
+// size whose first bytes are those of another kind of file than
+// safetensors, such as a web page, gives the error that Open gives for it,
+// which wraps safetensors.ErrNotSafetensors.
 func OpenFile(ctx context.Context, client *http.Client, url string, opts ...Option) (*File, error) {
 	cfg, err := newConfig(opts)
 	if err != nil {
@@ -291,6 +300,12 @@ func OpenFile(ctx context.Context, client *http.Client, url string, opts ...Opti
 // ctx governs the Reader's later reads too: they fail once it is done;
 // Reader.TensorContext reads under another context. Pass the options of
 // safetensors.NewReaderAt with ReadOptions.
+//
+// The errors of NewReaderAt come with the URL in front. A URL whose object
+// is a web page that shows a file rather than the file, such as
+// https://huggingface.co/{repo}/blob/{revision}/{file}, gives an error
+// (wrapping safetensors.ErrNotSafetensors) that names the file's URL,
+// https://huggingface.co/{repo}/resolve/{revision}/{file}.
 func Open(ctx context.Context, client *http.Client, url string, opts ...Option) (*safetensors.Reader, error) {
 	f, err := OpenFile(ctx, client, url, opts...)
 	if err != nil {
@@ -298,7 +313,7 @@ func Open(ctx context.Context, client *http.Client, url string, opts ...Option) 
 	}
 	r, err := safetensors.NewReaderAt(f, f.Size(), f.cfg.readOpts...)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", url, err)
+		return nil, headerError(url, f.head, err)
 	}
 	return r, nil
 }
@@ -374,9 +389,9 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 
 // ReadFile GETs the whole object at url, of at most limit bytes, such as a
 // model's config.json or a checkpoint's index, with the retries, stall
-// timeout and headers of the options, and returns its bytes. An object
-// that the server does not have (404 Not Found) gives an error wrapping
-// fs.ErrNotExist; a larger one an error, without reading more than limit
+// timeout and headers of the options, and returns its bytes. A failed
+// request gives a *StatusError, which for an object that the server does
+// not have (404 Not Found) matches fs.ErrNotExist; a larger one an error, without reading more than limit
 // bytes and one. A nil client means DefaultClient.
 func ReadFile(ctx context.Context, client *http.Client, url string, limit int64, opts ...Option) ([]byte, error) {
 	cfg, err := newConfig(opts)
@@ -416,11 +431,3 @@ func ReadFile(ctx context.Context, client *http.Client, url string, limit int64,
 	}
 	return data, nil
 }
-
-// notFound marks the error of a 404 Not Found answer, which matches
-// fs.ErrNotExist.
-type notFound struct{ error }
-
-func (e notFound) Unwrap() error { return e.error }
-
-func (e notFound) Is(target error) bool { return target == fs.ErrNotExist }

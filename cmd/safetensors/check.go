@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -11,22 +10,21 @@ import (
 )
 
 func runCheck(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("check", stdout, stderr, `Check checks a model's weights: NaN and Inf in any tensor (errors; a tensor named
+	fs := newFlags("check", stderr, `Check checks a model's weights: NaN and Inf in any tensor (errors; a tensor named
 as a bound that holds only infinities, as clipping bounds do at init, is not),
 float tensors that are all zeros and values beyond --max-abs (warnings), float
-tensors of mixed dtypes (a warning), the numbered blocks (model.layers.N., h.N.,
-encoder.layer.N., ...: a tensor missing from one block that blocks like it have,
-a shape or dtype unlike the other blocks', a tensor transposed, a gap; blocks of
-several kinds, such as MoE and dense or attention and SSM layers, are told apart),
-and config.json (beside the weights, or --config) against the weights: for every
-architecture, the layer count, hidden size, vocabulary and MLP width of the
-configuration and of its sub-configurations (text_config, vision_config, ...),
-and every shape for the families `+strings.Join(check.Families, ", ")+`.
+tensors of mixed dtypes (a warning), the numbered blocks of every stack (a
+tensor missing from one block that blocks like it have, a shape or dtype unlike
+the other blocks', a tensor transposed, a gap), and config.json (beside the
+weights, or --config) against the weights: for every architecture, the layer
+count, hidden size, vocabulary and MLP width of the configuration and of its
+sub-configurations, and every shape for the families
+`+strings.Join(check.Families, ", ")+`.
 Every value is read once, piece by piece, in parallel. A model of several parts
-is checked part by part, each against the config.json of its folder: each
-part's report follows the model's line, its lines behind the part's name. The
-status is 1 if there is an error, 0 with warnings only.`+modelHelp)
-	asJSON := fs.Bool("json", false, "print the report as JSON")
+is checked part by part, each against the config.json of its folder.`, modelInputs,
+		`0 no error (warnings allowed); 1 an error was found; 2 the model could not be
+read.`)
+	asJSON := addJSONFlag(fs)
 	configPath := fs.String("config", "", "the model's config.json, if not beside the weights")
 	maxAbs := fs.Float64("max-abs", check.DefaultMaxAbs, "warn about values whose magnitude is beyond this (a negative value: never)")
 	addModelFlags(fs)
@@ -50,7 +48,7 @@ status is 1 if there is an error, 0 with warnings only.`+modelHelp)
 	if *configPath != "" {
 		data, err := readRegular(*configPath)
 		if err != nil {
-			return fail(stderr, "check", err)
+			return fail(stderr, "check", *configPath, err)
 		}
 		opts = append(opts, check.Config(data))
 	}
@@ -58,7 +56,7 @@ status is 1 if there is an error, 0 with warnings only.`+modelHelp)
 	defer stop()
 	m, err := openModel(ctx, name) // ctx stops its network reads too
 	if err != nil {
-		return fail(stderr, "check", err)
+		return fail(stderr, "check", name, err)
 	}
 	defer m.Close()
 	if parts := m.ck.Parts(); parts != nil && *configPath != "" {
@@ -72,17 +70,15 @@ status is 1 if there is an error, 0 with warnings only.`+modelHelp)
 	report, err := check.Checkpoint(ctx, m.ck, opts...)
 	meter.Done()
 	if err != nil {
-		return fail(stderr, "check", err)
+		return fail(stderr, "check", name, err)
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(report)
+		err = writeJSON(stdout, newCheckOutput(name, report))
 	} else {
 		err = printReport(stdout, name, report)
 	}
 	if err != nil {
-		return fail(stderr, "check", err)
+		return fail(stderr, "check", name, err)
 	}
 	if report.Errors() > 0 {
 		return exitFail
@@ -97,7 +93,7 @@ func printReport(w io.Writer, name string, r *check.Report) error {
 	if r.Parts == nil {
 		return printPart(w, name+": ", "", r)
 	}
-	fmt.Fprintf(w, "%s: %d parts, %d tensors, %s: %d errors, %d warnings\n", name, len(r.Parts), r.Tensors, bytesString(r.Bytes), r.Errors(), r.Warnings())
+	fmt.Fprintf(w, "%s: %s, %s, %s: %s, %s\n", name, plural(len(r.Parts), "part"), plural(r.Tensors, "tensor"), bytesString(r.Bytes), plural(r.Errors(), "error"), plural(r.Warnings(), "warning"))
 	for _, p := range r.Parts {
 		label := p.Part
 		if label == "" {
@@ -118,12 +114,9 @@ func printPart(w io.Writer, head, prefix string, r *check.Report) error {
 	case r.Family != "":
 		family = r.Family + " configuration checked"
 	case len(r.Checked) > 0:
-		family = "configuration checked (1 key)"
-		if len(r.Checked) > 1 {
-			family = fmt.Sprintf("configuration checked (%d keys)", len(r.Checked))
-		}
+		family = "configuration checked (" + plural(len(r.Checked), "key") + ")"
 	}
-	fmt.Fprintf(w, "%s%d tensors, %s, %s: %d errors, %d warnings\n", head, r.Tensors, bytesString(r.Bytes), family, r.Errors(), r.Warnings())
+	fmt.Fprintf(w, "%s%s, %s, %s: %s, %s\n", head, plural(r.Tensors, "tensor"), bytesString(r.Bytes), family, plural(r.Errors(), "error"), plural(r.Warnings(), "warning"))
 	if len(r.Checked) > 0 {
 		fmt.Fprintf(w, "%sconfig keys checked: %s\n", prefix, strings.Join(r.Checked, ", "))
 	}
@@ -136,4 +129,46 @@ func printPart(w io.Writer, head, prefix string, r *check.Report) error {
 		}
 	}
 	return nil
+}
+
+// checkOutput is what check --json prints: the report on the model, or
+// for a model of several parts the model's totals and a report per part.
+type checkOutput struct {
+	Model string `json:"model,omitempty"` // the model, as named; "" for a part
+	Part  string `json:"part,omitempty"`  // the part's folder, for a part ("." for the model's own)
+	// Status is the exit status the report gives: 1 with an error.
+	Status      int    `json:"status"`
+	TensorCount int    `json:"tensor_count"`
+	Bytes       uint64 `json:"bytes"`
+	// Family is the model family whose configuration was checked shape by
+	// shape ("" if none was); ConfigKeys the keys checked by the rule
+	// that holds for every architecture.
+	Family            string          `json:"family"`
+	ConfigKeys        []string        `json:"config_keys"`
+	ZeroByDesignCount int             `json:"zero_by_design_count"`
+	ErrorCount        int             `json:"error_count"`
+	WarningCount      int             `json:"warning_count"`
+	Notes             []string        `json:"notes"`
+	Findings          []check.Finding `json:"findings"`
+	Parts             []checkOutput   `json:"parts"`
+}
+
+func newCheckOutput(name string, r *check.Report) checkOutput {
+	o := checkOutput{
+		Model: name, TensorCount: r.Tensors, Bytes: r.Bytes, Family: r.Family, ConfigKeys: list(r.Checked),
+		ZeroByDesignCount: r.ZeroByDesign, ErrorCount: r.Errors(), WarningCount: r.Warnings(),
+		Notes: list(r.Notes), Findings: list(r.Findings), Parts: []checkOutput{},
+	}
+	if o.ErrorCount > 0 {
+		o.Status = exitFail
+	}
+	for _, p := range r.Parts {
+		po := newCheckOutput("", p)
+		po.Part = p.Part
+		if po.Part == "" {
+			po.Part = "."
+		}
+		o.Parts = append(o.Parts, po)
+	}
+	return o
 }

@@ -11,21 +11,21 @@ import (
 )
 
 func runConvert(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("convert", stdout, stderr, `Convert writes OUT as a copy of the MODEL whose float tensors (F64, F32, F16,
+	fs := newFlags("convert", stderr, `Convert writes OUT as a copy of the MODEL whose float tensors (F64, F32, F16,
 BF16) have the dtype given by --dtype; the other tensors (integers, BOOL, the F8
 types) and the metadata are kept as they are (checkpoint.Convert). For a MODEL
-named by its one safetensors file, OUT is a file; for any other (a folder, an
-index, a model of several parts, a URL), OUT is a new folder that receives every
-safetensors file of the model under its name (unet/... for a part), its indexes,
-and for a model on disk the other files of its folders (config.json, the
-tokenizer's, model_index.json, ...). It streams: memory use does not grow with
-the model. OUT appears only when it is complete: until then it is written to a
-temporary file or folder beside it, named .OUT.tmpXXXX, which a failure, SIGINT
-or SIGTERM removes (only SIGKILL or a crash can leave it, to be deleted by
-hand); after a signal the exit status is 130 (SIGINT) or 143 (SIGTERM). OUT may
-not be the input file.
-F64 values are rounded to float32 (to nearest) before any conversion to 16 bits.
-The progress goes to stderr when it is a terminal.`+modelHelp)
+named by its one safetensors file, OUT is a file; for any other, OUT is a new
+folder that receives every safetensors file of the model under its name
+(unet/... for a part), its indexes, and for a model on disk the other files of
+its folders (config.json, the tokenizer's, model_index.json, ...). It streams:
+memory use does not grow with the model. OUT appears only when it is complete:
+until then it is written to a temporary file or folder beside it, named
+.OUT.tmpXXXX, which a failure, SIGINT or SIGTERM removes. OUT may not be the
+input file. F64 values are rounded to float32 (to nearest) before any
+conversion to 16 bits. Progress goes to stderr when it is a terminal.`, modelInputs,
+		`0 written; 1 the model is invalid; 2 it could not be read or OUT not
+written; 130 or 143 after SIGINT or SIGTERM (OUT not written).`)
+	asJSON := addJSONFlag(fs)
 	dtype := fs.String("dtype", "", "the dtype of the float tensors: F16, BF16 or F32 (required)")
 	rounding := fs.String("rounding", "nearest", "how to round to F16 or BF16: nearest (to even, as PyTorch does) or truncate")
 	addModelFlags(fs)
@@ -51,7 +51,7 @@ The progress goes to stderr when it is a terminal.`+modelHelp)
 	}
 	in, out := operands[0], operands[1]
 	opts := append(checkpointOptions(in), checkpoint.Rounding(r))
-	meter := newMeter(stderr, in, false)
+	meter := newMeter(stderr, in, *asJSON)
 	defer meter.Done()
 	if meter != nil {
 		opts = append(opts, checkpoint.Progress(meter.Update))
@@ -63,12 +63,33 @@ The progress goes to stderr when it is a terminal.`+modelHelp)
 	c, err := checkpoint.Convert(ctx, in, out, to, opts...)
 	meter.Done()
 	if err != nil {
-		return fail(stderr, "convert", err)
+		return fail(stderr, "convert", in, err)
 	}
-	written := fmt.Sprintf("%d of %d tensors converted to %v, %s written", c.Converted, c.Tensors, to, bytesString(c.Bytes))
-	if info, err := os.Stat(out); err == nil && info.IsDir() {
-		written += fmt.Sprintf(" in %d files, %d other files copied", len(c.Files), len(c.Copied))
+	o := convertOutput{Model: in, Out: out, DType: to.String(), TensorCount: c.Tensors, ConvertedCount: c.Converted, Bytes: c.Bytes,
+		Files: list(c.Files), Copied: list(c.Copied)}
+	if *asJSON {
+		err = writeJSON(stdout, o)
+	} else {
+		written := fmt.Sprintf("%d of %s converted to %v, %s written", c.Converted, plural(c.Tensors, "tensor"), to, bytesString(c.Bytes))
+		if info, err := os.Stat(out); err == nil && info.IsDir() {
+			written += fmt.Sprintf(" in %s, %s copied", plural(len(c.Files), "file"), plural(len(c.Copied), "other file"))
+		}
+		_, err = fmt.Fprintf(stdout, "%s: %s\n", out, written)
 	}
-	fmt.Fprintf(stdout, "%s: %s\n", out, written)
+	if err != nil {
+		return fail(stderr, "convert", out, err)
+	}
 	return exitOK
+}
+
+// convertOutput is what convert --json prints.
+type convertOutput struct {
+	Model          string   `json:"model"`
+	Out            string   `json:"out"`
+	DType          string   `json:"dtype"`
+	TensorCount    int      `json:"tensor_count"`
+	ConvertedCount int      `json:"converted_count"`
+	Bytes          uint64   `json:"bytes"`  // of the safetensors files written
+	Files          []string `json:"files"`  // the safetensors files written, relative to OUT
+	Copied         []string `json:"copied"` // the other files copied, relative to OUT
 }

@@ -11,14 +11,14 @@ import (
 )
 
 func runDiff(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("diff", stdout, stderr, `Diff compares the MODELs A and B: the tensors only in one, the dtypes and shapes
+	fs := newFlags("diff", stderr, `Diff compares the MODELs A and B: the tensors only in one, the dtypes and shapes
 that differ, and for each tensor in both whether its bytes are identical or else
 how many values differ and the largest absolute and relative (|a-b| / max(|a|,
 |b|)) differences of the decoded values, read piece by piece; and the metadata
 (a model's, so that a sharded checkpoint and a single file of the same tensors
 are equal). The tensors of a model of several parts are named behind their
 part's folder ("unet/conv_in.weight"). --variant applies to both. The status is
-1 when they differ.`+modelHelp)
+1 when they differ.`, modelInputs, "0 the same; 1 they differ; 2 one could not be read.")
 	asJSON := fs.Bool("json", false, "print the comparison as JSON")
 	addModelFlags(fs)
 	operands, status, ok := parse(fs, args, stdout)
@@ -30,9 +30,9 @@ part's folder ("unet/conv_in.weight"). --variant applies to both. The status is
 	}
 	ctx, stop := catchInterrupts()
 	defer stop()
-	r, err := diffModels(ctx, operands[0], operands[1])
+	r, failed, err := diffModels(ctx, operands[0], operands[1])
 	if err != nil {
-		return fail(stderr, "diff", err)
+		return fail(stderr, "diff", failed, err)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
@@ -42,7 +42,7 @@ part's folder ("unet/conv_in.weight"). --variant applies to both. The status is
 		err = printDiff(stdout, operands[0], operands[1], r)
 	}
 	if err != nil {
-		return fail(stderr, "diff", err)
+		return fail(stderr, "diff", "", err)
 	}
 	if !r.Equal() {
 		return exitFail
@@ -50,19 +50,21 @@ part's folder ("unet/conv_in.weight"). --variant applies to both. The status is
 	return exitOK
 }
 
-// diffModels compares the models a and b, opened with openModel.
-func diffModels(ctx context.Context, a, b string) (*diff.Result, error) {
+// diffModels compares the models a and b, opened with openModel; on an
+// error, failed names the model it is about, if it is one.
+func diffModels(ctx context.Context, a, b string) (_ *diff.Result, failed string, _ error) {
 	ma, err := openModel(ctx, a)
 	if err != nil {
-		return nil, err
+		return nil, a, err
 	}
 	defer ma.Close()
 	mb, err := openModel(ctx, b)
 	if err != nil {
-		return nil, err
+		return nil, b, err
 	}
 	defer mb.Close()
-	return diff.Compare(ctx, ma.ck, mb.ck, ma.ck.Metadata(), mb.ck.Metadata())
+	r, err := diff.Compare(ctx, ma.ck, mb.ck, ma.ck.Metadata(), mb.ck.Metadata())
+	return r, "", err
 }
 
 func printDiff(w io.Writer, a, b string, r *diff.Result) error {

@@ -44,7 +44,8 @@ func TestHelpCommand(t *testing.T) {
 		assert.Equal(t, exitTrouble, status, "%q", args)
 		assert.Empty(t, stdout, "%q", args)
 		assert.True(t, strings.HasPrefix(stderr, "safetensors help: "), "%q: %s", args, stderr)
-		assert.Contains(t, stderr, "usage:\n", "%q", args)
+		assert.Contains(t, stderr, "run 'safetensors help'", "%q", args)
+		assert.Equal(t, 2, strings.Count(stderr, "\n"), "%q: one line and where to look:\n%s", args, stderr)
 	}
 }
 

@@ -21,15 +21,16 @@ import (
 )
 
 func runInspect(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("inspect", stdout, stderr, `Inspect lists a model's tensors (name, dtype, shape, size in bytes, offsets in
+	fs := newFlags("inspect", stderr, `Inspect lists a model's tensors (name, dtype, shape, size in bytes, offsets in
 the data section of their file), its metadata, and totals by dtype. A sharded
 checkpoint is listed shard by shard, with its index's own metadata (such as
-total_size) under "index metadata"; a model of several parts part by part, each
-part's section naming its files and tensors behind the part's folder
-("unet/conv_in.weight"), and the totals of all parts last. A DATASET is the
-directory of a safetensors-spark dataset (dataset_manifest.json), whose mode,
-schema and shards are listed.`+modelHelp)
-	asJSON := fs.Bool("json", false, "print JSON instead of tables")
+total_size) under "index metadata"; a model of several parts part by part, its
+tensors named behind their part's folder ("unet/conv_in.weight"), the totals
+of all parts last.`, modelInputs+`
+A DATASET is the directory of a safetensors-spark dataset
+(dataset_manifest.json), whose mode, columns and shards are listed.`,
+		`0 listed; 1 the input is not a valid model or dataset; 2 it could not be read.`)
+	asJSON := addJSONFlag(fs)
 	addModelFlags(fs)
 	sep := fs.String("separator", "__", "a key-value dataset's separator between key and column in tensor names")
 	operands, status, ok := parse(fs, args, stdout)
@@ -45,26 +46,35 @@ schema and shards are listed.`+modelHelp)
 	}
 	m, err := openModel(context.Background(), name)
 	if err != nil {
-		return fail(stderr, "inspect", err)
+		return fail(stderr, "inspect", name, err)
 	}
 	defer m.Close()
+	warnings := []string{}
 	if m.warning != "" {
-		fmt.Fprintf(stderr, "safetensors inspect: warning: %s\n", m.warning)
+		warnings = append(warnings, m.warning)
+		if !*asJSON {
+			fmt.Fprintf(stderr, "safetensors inspect: warning: %s\n", m.warning)
+		}
 	}
-	switch parts := m.ck.Parts(); {
-	case parts != nil && *asJSON:
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(summarizeParts(name, m.ck))
-	case parts != nil:
-		err = summarizeParts(name, m.ck).print(stdout)
-	case *asJSON:
-		err = m.summary(name).writeJSON(stdout)
-	default:
-		err = m.summary(name).print(stdout)
+	if m.ck.Parts() != nil {
+		ps := summarizeParts(name, m.ck)
+		ps.Warnings = warnings
+		if *asJSON {
+			err = writeJSON(stdout, ps)
+		} else {
+			err = ps.print(stdout)
+		}
+	} else {
+		s := m.summary(name)
+		s.Warnings = warnings
+		if *asJSON {
+			err = s.streamJSON(stdout)
+		} else {
+			err = s.print(stdout)
+		}
 	}
 	if err != nil {
-		return fail(stderr, "inspect", err)
+		return fail(stderr, "inspect", name, err)
 	}
 	return exitOK
 }
@@ -76,11 +86,34 @@ func isDataset(name string) bool {
 	return err == nil
 }
 
-// inspectDataset prints a dataset's mode, schema and shards.
+// datasetSummary is what inspect --json prints of a dataset.
+type datasetSummary struct {
+	Dataset     string          `json:"dataset"` // the directory, as given
+	Mode        string          `json:"mode"`
+	Index       bool            `json:"index"` // whether it has a tensor index
+	SampleCount int64           `json:"sample_count"`
+	Bytes       int64           `json:"bytes"` // the shards' sizes, added up
+	Columns     []columnSummary `json:"columns"`
+	Files       []datasetFile   `json:"files"`
+}
+
+type columnSummary struct {
+	Name  string   `json:"name"`
+	DType string   `json:"dtype"`
+	Shape []uint64 `json:"shape"`
+}
+
+type datasetFile struct {
+	File        string `json:"file"` // relative to the dataset's directory
+	SampleCount int64  `json:"sample_count"`
+	Bytes       int64  `json:"bytes"`
+}
+
+// inspectDataset prints a dataset's mode, columns and shards.
 func inspectDataset(dir, sep string, asJSON bool, stdout, stderr io.Writer) int {
 	d, err := openDataset(dir, sep)
 	if err != nil {
-		fmt.Fprintf(stderr, "safetensors inspect: %s\n", errorText(err))
+		fmt.Fprintf(stderr, "safetensors inspect: %s\n", errorNaming(dir, err))
 		return exitFail // the dataset is invalid
 	}
 	defer d.Close()
@@ -88,16 +121,17 @@ func inspectDataset(dir, sep string, asJSON bool, stdout, stderr io.Writer) int 
 	_, statErr := os.Stat(filepath.Join(dir, dataset.IndexName))
 	hasIndex := statErr == nil
 	if asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(struct {
-			Dir      string           `json:"dir"`
-			Mode     string           `json:"mode"`
-			Index    bool             `json:"index"`
-			Manifest dataset.Manifest `json:"manifest"`
-		}{dir, d.Mode().String(), hasIndex, m})
+		s := datasetSummary{Dataset: dir, Mode: d.Mode().String(), Index: hasIndex, SampleCount: m.TotalSamples, Bytes: m.TotalBytes,
+			Columns: []columnSummary{}, Files: []datasetFile{}}
+		for _, c := range d.Columns() {
+			s.Columns = append(s.Columns, columnSummary{c.Name, c.DType.String(), list(c.Shape)})
+		}
+		for _, f := range m.Shards {
+			s.Files = append(s.Files, datasetFile{f.Path, f.Samples, f.Bytes})
+		}
+		err = writeJSON(stdout, s)
 	} else {
-		fmt.Fprintf(stdout, "%s: dataset, %v mode, %d samples in %d shards, %s\n", dir, d.Mode(), m.TotalSamples, len(m.Shards), bytesString(uint64(m.TotalBytes)))
+		fmt.Fprintf(stdout, "%s: dataset, %v mode, %s in %s, %s\n", dir, d.Mode(), plural(uint64(m.TotalSamples), "sample"), plural(len(m.Shards), "shard"), bytesString(uint64(m.TotalBytes)))
 		if hasIndex {
 			fmt.Fprintf(stdout, "index: %s\n", dataset.IndexName)
 		}
@@ -116,7 +150,7 @@ func inspectDataset(dir, sep string, asJSON bool, stdout, stderr io.Writer) int 
 		err = tw.Flush()
 	}
 	if err != nil {
-		return fail(stderr, "inspect", err)
+		return fail(stderr, "inspect", dir, err)
 	}
 	return exitOK
 }
@@ -134,45 +168,58 @@ func openDataset(dir, sep string) (*dataset.Dataset, error) {
 // summary is what inspect prints of a model of one part, or of a part of
 // a model, and its JSON form.
 type summary struct {
-	File string `json:"file"` // what was inspected; for a part, its folder
+	// Model is what was inspected, as named on the command line; for a
+	// part of a model, the part's folder.
+	Model string `json:"model"`
 	// Part is the part's name, its folder in the model's, for a part of a
 	// model of several parts ("" for the part in the model's own folder);
 	// nil otherwise.
-	Part        *string        `json:"part,omitempty"`
-	HeaderBytes uint64         `json:"header_bytes"` // N, after the 8-byte length; all shards' for a checkpoint
-	DataBytes   uint64         `json:"data_bytes"`
-	Metadata    map[string]any `json:"metadata"` // strings: the file's, or the model's (Checkpoint.Metadata)
-	// IndexMetadata is a sharded checkpoint's index's own metadata
-	// (Checkpoint.IndexMetadata), such as total_size.
-	IndexMetadata map[string]any  `json:"index_metadata,omitempty"`
-	Shards        []shardSummary  `json:"shards,omitempty"`
-	Tensors       []tensorSummary `json:"tensors"`
-	Totals        totals          `json:"totals"`
+	Part *string `json:"part,omitempty"`
+	// HeaderBytes is the size of the files' headers, their 8-byte length
+	// included: where the data section starts, added up over the files.
+	HeaderBytes uint64 `json:"header_bytes"`
+	DataBytes   uint64 `json:"data_bytes"`
+	// Metadata is the file's, or the model's (Checkpoint.Metadata), whose
+	// values are strings; IndexMetadata is a sharded checkpoint's index's
+	// own metadata (Checkpoint.IndexMetadata), such as total_size.
+	Metadata      map[string]any  `json:"metadata"`
+	IndexMetadata map[string]any  `json:"index_metadata"`
+	// Warnings say that the index leaves out tensors its shards hold, or
+	// that parts of the model are in another format, not read.
+	Warnings []string        `json:"warnings"`
+	Files    []fileSummary   `json:"files"`
+	Tensors  []tensorSummary `json:"tensors"`
+	Totals   totals          `json:"totals"`
 
-	label string // the part's name in the output, for a part; unprinted
+	label  string // the part's name in the output, for a part; unprinted
+	single bool   // a model named by its one file, whose tensors are listed without it
 }
 
 // partsSummary is what inspect prints of a model of several parts, and its
 // JSON form: the model's totals, and each part's summary.
 type partsSummary struct {
-	File        string         `json:"file"`
+	Model       string         `json:"model"`
 	HeaderBytes uint64         `json:"header_bytes"`
 	DataBytes   uint64         `json:"data_bytes"`
 	Metadata    map[string]any `json:"metadata"` // the model's (Checkpoint.Metadata)
+	Warnings    []string       `json:"warnings"`
 	Parts       []summary      `json:"parts"`
 	Totals      totals         `json:"totals"`
 
 	files int // the number of files
 }
 
-type shardSummary struct {
-	File      string `json:"file"`
-	Tensors   int    `json:"tensors"`
-	DataBytes uint64 `json:"data_bytes"`
+// fileSummary is a file of a model: its name (relative to the model's
+// folder, behind its part's), how many of the tensors listed are in it,
+// and the size of its data section.
+type fileSummary struct {
+	File        string `json:"file"`
+	TensorCount int    `json:"tensor_count"`
+	DataBytes   uint64 `json:"data_bytes"`
 }
 
 type tensorSummary struct {
-	Shard       string    `json:"shard,omitempty"`
+	File        string    `json:"file"`
 	Name        string    `json:"name"`
 	DType       string    `json:"dtype"`
 	Shape       []uint64  `json:"shape"`
@@ -184,9 +231,9 @@ type tensorSummary struct {
 }
 
 type count struct {
-	Tensors    int    `json:"tensors"`
-	Parameters uint64 `json:"parameters"`
-	Bytes      uint64 `json:"bytes"`
+	TensorCount int    `json:"tensor_count"`
+	Parameters  uint64 `json:"parameters"`
+	Bytes       uint64 `json:"bytes"`
 }
 
 type totals struct {
@@ -194,11 +241,8 @@ type totals struct {
 	ByDType map[string]count `json:"by_dtype"`
 }
 
-// stringMap returns m as a map of values of any type, nil for nil.
+// stringMap returns m as a map of values of any type, empty for nil.
 func stringMap(m map[string]string) map[string]any {
-	if m == nil {
-		return nil
-	}
 	out := make(map[string]any, len(m))
 	for k, v := range m {
 		out[k] = v
@@ -206,17 +250,22 @@ func stringMap(m map[string]string) map[string]any {
 	return out
 }
 
+// summarize summarizes the one file named file, whose header is h.
 func summarize(file string, h *safetensors.Header) summary {
 	s := summary{
-		File:        file,
-		HeaderBytes: h.Len,
-		DataBytes:   h.DataLen(),
-		Tensors:     make([]tensorSummary, 0, len(h.Tensors)),
-		Totals:      totals{ByDType: map[string]count{}},
+		Model:         file,
+		HeaderBytes:   8 + h.Len,
+		DataBytes:     h.DataLen(),
+		IndexMetadata: map[string]any{},
+		Warnings:      []string{},
+		Files:         []fileSummary{{File: file, TensorCount: len(h.Tensors), DataBytes: h.DataLen()}},
+		Tensors:       make([]tensorSummary, 0, len(h.Tensors)),
+		Totals:        totals{ByDType: map[string]count{}},
+		single:        true,
 	}
 	s.Metadata = stringMap(h.Metadata)
 	for _, t := range h.Tensors {
-		s.add("", t)
+		s.add(file, t)
 	}
 	return s
 }
@@ -224,15 +273,15 @@ func summarize(file string, h *safetensors.Header) summary {
 // summarizeCheckpoint summarizes a checkpoint: its files, and the tensors
 // it lists (for a sharded checkpoint, those its index lists), file by
 // file, under the names the checkpoint gives them.
-func summarizeCheckpoint(file string, ck *checkpoint.Checkpoint) summary {
-	s := summary{File: file, Totals: totals{ByDType: map[string]count{}}}
+func summarizeCheckpoint(name string, ck *checkpoint.Checkpoint) summary {
+	s := summary{Model: name, Warnings: []string{}, Files: []fileSummary{}, Tensors: []tensorSummary{}, Totals: totals{ByDType: map[string]count{}}}
 	s.Metadata = stringMap(ck.Metadata())
 	s.IndexMetadata = stringMap(ck.IndexMetadata())
 	for _, f := range ck.Files() {
-		s.Shards = append(s.Shards, shardSummary{File: f})
+		s.Files = append(s.Files, fileSummary{File: f})
 	}
-	for i := range s.Shards {
-		f := s.Shards[i].File
+	for i := range s.Files {
+		f := s.Files[i].File
 		h, err := ck.Header(f)
 		if err != nil {
 			continue // cannot happen: the file comes from Files
@@ -243,13 +292,13 @@ func summarizeCheckpoint(file string, ck *checkpoint.Checkpoint) summary {
 				prefix = dir + "/"
 			}
 		}
-		s.HeaderBytes += h.Len
-		s.Shards[i].DataBytes = h.DataLen()
+		s.HeaderBytes += 8 + h.Len
+		s.Files[i].DataBytes = h.DataLen()
 		s.DataBytes += h.DataLen()
 		for _, t := range h.Tensors {
 			t.Name = prefix + t.Name
 			if in, err := ck.File(t.Name); err == nil && in == f {
-				s.Shards[i].Tensors++
+				s.Files[i].TensorCount++
 				s.add(f, t)
 			}
 		}
@@ -257,26 +306,26 @@ func summarizeCheckpoint(file string, ck *checkpoint.Checkpoint) summary {
 	return s
 }
 
-// summarizeParts summarizes the model of several parts ck, named file:
+// summarizeParts summarizes the model of several parts ck, named name:
 // each part as summarizeCheckpoint does, its files and tensors named as ck
 // names them, behind the part's folder.
-func summarizeParts(file string, ck *checkpoint.Checkpoint) partsSummary {
-	ps := partsSummary{File: file, Metadata: stringMap(ck.Metadata()), Totals: totals{ByDType: map[string]count{}}}
+func summarizeParts(name string, ck *checkpoint.Checkpoint) partsSummary {
+	ps := partsSummary{Model: name, Metadata: stringMap(ck.Metadata()), Warnings: []string{}, Parts: []summary{}, Totals: totals{ByDType: map[string]count{}}}
 	for _, p := range ck.Parts() {
 		s := summarizeCheckpoint(p.Dir(), p)
 		part := p.Part()
 		s.Part, s.label = &part, partLabel(p)
 		prefix := partPrefix(p)
-		for i := range s.Shards {
-			s.Shards[i].File = prefix + s.Shards[i].File
+		for i := range s.Files {
+			s.Files[i].File = prefix + s.Files[i].File
 		}
 		for i := range s.Tensors {
-			s.Tensors[i].Shard = prefix + s.Tensors[i].Shard
+			s.Tensors[i].File = prefix + s.Tensors[i].File
 			s.Tensors[i].Name = prefix + s.Tensors[i].Name
 		}
 		ps.HeaderBytes += s.HeaderBytes
 		ps.DataBytes += s.DataBytes
-		ps.files += len(s.Shards)
+		ps.files += len(s.Files)
 		ps.Totals.add(s.Totals)
 		ps.Parts = append(ps.Parts, s)
 	}
@@ -285,43 +334,43 @@ func summarizeParts(file string, ck *checkpoint.Checkpoint) partsSummary {
 
 // add adds the totals o to t.
 func (t *totals) add(o totals) {
-	t.Tensors += o.Tensors
+	t.TensorCount += o.TensorCount
 	t.Parameters += o.Parameters
 	t.Bytes += o.Bytes
 	for d, c := range o.ByDType {
 		tc := t.ByDType[d]
-		tc.Tensors += c.Tensors
+		tc.TensorCount += c.TensorCount
 		tc.Parameters += c.Parameters
 		tc.Bytes += c.Bytes
 		t.ByDType[d] = tc
 	}
 }
 
-// add adds tensor t, of the named shard, to s.
-func (s *summary) add(shard string, t safetensors.TensorInfo) {
+// add adds tensor t, of the named file, to s.
+func (s *summary) add(file string, t safetensors.TensorInfo) {
 	size := t.DataOffsets[1] - t.DataOffsets[0]
 	// The element count from the size, which the header's validation
 	// bounds, rather than from the shape, whose product may overflow when a
 	// dimension is zero.
 	params := size * 8 / uint64(t.DType.Bits())
 	s.Tensors = append(s.Tensors, tensorSummary{
-		Shard: shard, Name: t.Name, DType: t.DType.String(), Shape: t.Shape,
+		File: file, Name: t.Name, DType: t.DType.String(), Shape: list(t.Shape),
 		Parameters: params, Bytes: size, DataOffsets: t.DataOffsets, dtype: t.DType,
 	})
 	c := s.Totals.ByDType[t.DType.String()]
-	c.Tensors++
+	c.TensorCount++
 	c.Parameters += params
 	c.Bytes += size
 	s.Totals.ByDType[t.DType.String()] = c
-	s.Totals.Tensors++
+	s.Totals.TensorCount++
 	s.Totals.Parameters += params
 	s.Totals.Bytes += size
 }
 
-// writeJSON writes s as json.Encoder with an indent of two spaces would,
+// streamJSON writes s as json.Encoder with an indent of two spaces would,
 // byte for byte, but streamed: a header of millions of tensors or
 // dimensions does not make it build the whole output in memory first.
-func (s summary) writeJSON(out io.Writer) error {
+func (s summary) streamJSON(out io.Writer) error {
 	w := bufio.NewWriterSize(out, 64<<10)
 	var buf []byte
 	var err error
@@ -383,8 +432,8 @@ func (s summary) writeJSON(out io.Writer) error {
 			w.WriteString("\n  }")
 		}
 	}
-	w.WriteString("{\n  \"file\": ")
-	value(s.File, "  ")
+	w.WriteString("{\n  \"model\": ")
+	value(s.Model, "  ")
 	if s.Part != nil {
 		w.WriteString(",\n  \"part\": ")
 		value(*s.Part, "  ")
@@ -395,14 +444,12 @@ func (s summary) writeJSON(out io.Writer) error {
 	num(s.DataBytes)
 	w.WriteString(",\n  \"metadata\": ")
 	meta(s.Metadata)
-	if len(s.IndexMetadata) > 0 {
-		w.WriteString(",\n  \"index_metadata\": ")
-		meta(s.IndexMetadata)
-	}
-	if len(s.Shards) > 0 {
-		w.WriteString(",\n  \"shards\": ")
-		value(s.Shards, "  ")
-	}
+	w.WriteString(",\n  \"index_metadata\": ")
+	meta(s.IndexMetadata)
+	w.WriteString(",\n  \"warnings\": ")
+	value(s.Warnings, "  ")
+	w.WriteString(",\n  \"files\": ")
+	value(s.Files, "  ")
 	w.WriteString(",\n  \"tensors\": ")
 	switch {
 	case s.Tensors == nil:
@@ -415,13 +462,9 @@ func (s summary) writeJSON(out io.Writer) error {
 			if i > 0 {
 				w.WriteString(",")
 			}
-			w.WriteString("\n    {")
-			if t.Shard != "" {
-				w.WriteString("\n      \"shard\": ")
-				value(t.Shard, "")
-				w.WriteString(",")
-			}
-			w.WriteString("\n      \"name\": ")
+			w.WriteString("\n    {\n      \"file\": ")
+			value(t.File, "")
+			w.WriteString(",\n      \"name\": ")
 			value(t.Name, "")
 			w.WriteString(",\n      \"dtype\": ")
 			value(t.DType, "")
@@ -447,30 +490,31 @@ func (s summary) writeJSON(out io.Writer) error {
 }
 
 func (s summary) print(w io.Writer) error {
-	head := s.File
+	head := s.Model
 	if s.label != "" {
 		head = "part " + s.label
 	}
-	fmt.Fprintf(w, "%s: %d tensors, %d parameters\n", head, s.Totals.Tensors, s.Totals.Parameters)
-	if len(s.Shards) > 1 {
-		fmt.Fprintf(w, "%d shards: headers %s, data %s\n", len(s.Shards), bytesString(8*uint64(len(s.Shards))+s.HeaderBytes), bytesString(s.DataBytes))
+	fmt.Fprintf(w, "%s: %s, %s\n", head, plural(s.Totals.TensorCount, "tensor"), plural(s.Totals.Parameters, "parameter"))
+	if len(s.Files) > 1 {
+		fmt.Fprintf(w, "%d shards: headers %s, data %s\n", len(s.Files), bytesString(s.HeaderBytes), bytesString(s.DataBytes))
 	} else {
-		fmt.Fprintf(w, "header %s, data %s\n", bytesString(8+s.HeaderBytes), bytesString(s.DataBytes))
+		fmt.Fprintf(w, "header %s, data %s\n", bytesString(s.HeaderBytes), bytesString(s.DataBytes))
 	}
 	printMetadata(w, "metadata", s.Metadata)
 	printMetadata(w, "index metadata", s.IndexMetadata)
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	switch {
-	case len(s.Shards) > 1:
+	case s.single:
+	case len(s.Files) > 1:
 		fmt.Fprint(tw, "SHARD\t")
-	case s.Shards != nil:
+	default:
 		fmt.Fprint(tw, "FILE\t")
 	}
 	fmt.Fprintln(tw, "NAME\tDTYPE\tSHAPE\tBYTES\tOFFSETS")
 	for _, t := range s.Tensors {
-		if s.Shards != nil {
-			fmt.Fprintf(tw, "%s\t", quoteIfNeeded(t.Shard))
+		if !s.single {
+			fmt.Fprintf(tw, "%s\t", quoteIfNeeded(t.File))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t[%d, %d)\n", quoteIfNeeded(t.Name), t.DType, shapeString(t.Shape), t.Bytes, t.DataOffsets[0], t.DataOffsets[1])
 	}
@@ -487,9 +531,9 @@ func (t totals) print(w io.Writer) error {
 	fmt.Fprintln(tw, "DTYPE\tTENSORS\tPARAMETERS\tBYTES\t")
 	for _, d := range slices.Sorted(maps.Keys(t.ByDType)) {
 		c := t.ByDType[d]
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t\n", d, c.Tensors, c.Parameters, c.Bytes)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t\n", d, c.TensorCount, c.Parameters, c.Bytes)
 	}
-	fmt.Fprintf(tw, "total\t%d\t%d\t%d\t\n", t.Tensors, t.Parameters, t.Bytes)
+	fmt.Fprintf(tw, "total\t%d\t%d\t%d\t\n", t.TensorCount, t.Parameters, t.Bytes)
 	return tw.Flush()
 }
 
@@ -511,8 +555,8 @@ func (ps partsSummary) print(w io.Writer) error {
 	for i, p := range ps.Parts {
 		labels[i] = p.label
 	}
-	fmt.Fprintf(w, "%s: %d parts (%s), %d tensors, %d parameters\n", ps.File, len(ps.Parts), strings.Join(labels, ", "), ps.Totals.Tensors, ps.Totals.Parameters)
-	fmt.Fprintf(w, "%d files: headers %s, data %s\n", ps.files, bytesString(8*uint64(ps.files)+ps.HeaderBytes), bytesString(ps.DataBytes))
+	fmt.Fprintf(w, "%s: %s (%s), %s, %s\n", ps.Model, plural(len(ps.Parts), "part"), strings.Join(labels, ", "), plural(ps.Totals.TensorCount, "tensor"), plural(ps.Totals.Parameters, "parameter"))
+	fmt.Fprintf(w, "%s: headers %s, data %s\n", plural(ps.files, "file"), bytesString(ps.HeaderBytes), bytesString(ps.DataBytes))
 	printMetadata(w, "metadata", ps.Metadata)
 	for _, p := range ps.Parts {
 		fmt.Fprintln(w)

@@ -55,8 +55,8 @@ func tensors(seed uint64, layers ...layer) []safetensors.Tensor {
 	return out
 }
 
-// writeJSON writes v as the JSON file path, creating its folder.
-func writeJSON(t *testing.T, path string, v any) {
+// writeJSONFile writes v as the JSON file path, creating its folder.
+func writeJSONFile(t *testing.T, path string, v any) {
 	t.Helper()
 	data, err := json.MarshalIndent(v, "", "  ")
 	require.NoError(t, err)
@@ -106,7 +106,7 @@ var (
 // feature extractor are left out (null).
 func pipelineDir(t *testing.T) string {
 	dir := filepath.Join(t.TempDir(), "sd-tiny")
-	writeJSON(t, filepath.Join(dir, "model_index.json"), map[string]any{
+	writeJSONFile(t, filepath.Join(dir, "model_index.json"), map[string]any{
 		"_class_name":             "StableDiffusionPipeline",
 		"_diffusers_version":      "0.42.0",
 		"feature_extractor":       []any{nil, nil},
@@ -118,16 +118,16 @@ func pipelineDir(t *testing.T) string {
 		"unet":                    []any{"diffusers", "UNet2DConditionModel"},
 		"vae":                     []any{"diffusers", "AutoencoderKL"},
 	})
-	writeJSON(t, filepath.Join(dir, "unet", "config.json"), map[string]any{"_class_name": "UNet2DConditionModel", "in_channels": 4, "out_channels": 4})
+	writeJSONFile(t, filepath.Join(dir, "unet", "config.json"), map[string]any{"_class_name": "UNet2DConditionModel", "in_channels": 4, "out_channels": 4})
 	require.NoError(t, checkpoint.Write(filepath.Join(dir, "unet"), tensors(1, unetLayers...),
 		checkpoint.BaseName("diffusion_pytorch_model"), checkpoint.MaxShardSize(1500), checkpoint.FileMetadata(map[string]string{"format": "pt"})))
-	writeJSON(t, filepath.Join(dir, "vae", "config.json"), map[string]any{"_class_name": "AutoencoderKL", "in_channels": 3})
+	writeJSONFile(t, filepath.Join(dir, "vae", "config.json"), map[string]any{"_class_name": "AutoencoderKL", "in_channels": 3})
 	writeFile(t, filepath.Join(dir, "vae", "diffusion_pytorch_model.safetensors"), tensors(2, vaeLayers...))
-	writeJSON(t, filepath.Join(dir, "text_encoder", "config.json"), map[string]any{"architectures": []string{"CLIPTextModel"}, "model_type": "clip_text_model"})
+	writeJSONFile(t, filepath.Join(dir, "text_encoder", "config.json"), map[string]any{"architectures": []string{"CLIPTextModel"}, "model_type": "clip_text_model"})
 	writeFile(t, filepath.Join(dir, "text_encoder", "model.safetensors"), tensors(3, clipTextLayers...))
-	writeJSON(t, filepath.Join(dir, "scheduler", "scheduler_config.json"), map[string]any{"_class_name": "PNDMScheduler", "num_train_timesteps": 1000})
-	writeJSON(t, filepath.Join(dir, "tokenizer", "tokenizer_config.json"), map[string]any{"model_max_length": 8})
-	writeJSON(t, filepath.Join(dir, "tokenizer", "vocab.json"), map[string]int{"a": 0, "b": 1})
+	writeJSONFile(t, filepath.Join(dir, "scheduler", "scheduler_config.json"), map[string]any{"_class_name": "PNDMScheduler", "num_train_timesteps": 1000})
+	writeJSONFile(t, filepath.Join(dir, "tokenizer", "tokenizer_config.json"), map[string]any{"model_max_length": 8})
+	writeJSONFile(t, filepath.Join(dir, "tokenizer", "vocab.json"), map[string]int{"a": 0, "b": 1})
 	return dir
 }
 
@@ -136,7 +136,7 @@ func pipelineDir(t *testing.T) string {
 // (F16) and bf16 (BF16) beside them; with defaults false, the variants only.
 func variantsDir(t *testing.T, defaults bool) string {
 	dir := filepath.Join(t.TempDir(), "unet")
-	writeJSON(t, filepath.Join(dir, "config.json"), map[string]any{"_class_name": "UNet2DConditionModel", "in_channels": 4})
+	writeJSONFile(t, filepath.Join(dir, "config.json"), map[string]any{"_class_name": "UNet2DConditionModel", "in_channels": 4})
 	for _, v := range []struct {
 		variant string
 		dtype   safetensors.DType
@@ -188,16 +188,16 @@ func readTensors(t *testing.T, path string) []safetensors.Tensor {
 // 2_Dense with weights, and a normalization (no folder of its own).
 func sentenceTransformersDir(t *testing.T) string {
 	dir := filepath.Join(t.TempDir(), "st-tiny")
-	writeJSON(t, filepath.Join(dir, "modules.json"), []map[string]any{
+	writeJSONFile(t, filepath.Join(dir, "modules.json"), []map[string]any{
 		{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
 		{"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
 		{"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"},
 		{"idx": 3, "name": "3", "path": "3_Normalize", "type": "sentence_transformers.models.Normalize"},
 	})
 	copyFiles(t, bertDir, dir, "config.json", "model.safetensors")
-	writeJSON(t, filepath.Join(dir, "sentence_bert_config.json"), map[string]any{"max_seq_length": 8})
-	writeJSON(t, filepath.Join(dir, "1_Pooling", "config.json"), map[string]any{"word_embedding_dimension": 16, "pooling_mode_mean_tokens": true})
-	writeJSON(t, filepath.Join(dir, "2_Dense", "config.json"), map[string]any{"in_features": 16, "out_features": 8, "bias": true, "activation_function": "torch.nn.modules.activation.Tanh"})
+	writeJSONFile(t, filepath.Join(dir, "sentence_bert_config.json"), map[string]any{"max_seq_length": 8})
+	writeJSONFile(t, filepath.Join(dir, "1_Pooling", "config.json"), map[string]any{"word_embedding_dimension": 16, "pooling_mode_mean_tokens": true})
+	writeJSONFile(t, filepath.Join(dir, "2_Dense", "config.json"), map[string]any{"in_features": 16, "out_features": 8, "bias": true, "activation_function": "torch.nn.modules.activation.Tanh"})
 	writeFile(t, filepath.Join(dir, "2_Dense", "model.safetensors"), tensors(5,
 		layer{"linear.weight", safetensors.F32, []uint64{8, 16}},
 		layer{"linear.bias", safetensors.F32, []uint64{8}},
@@ -248,7 +248,7 @@ func libraryDirs(t *testing.T) map[string]string {
 
 	// timm: model.safetensors and config.json, timm's names.
 	dirs["timm"] = filepath.Join(t.TempDir(), "resnet")
-	writeJSON(t, filepath.Join(dirs["timm"], "config.json"), map[string]any{"architecture": "resnet18", "num_classes": 10, "num_features": 16})
+	writeJSONFile(t, filepath.Join(dirs["timm"], "config.json"), map[string]any{"architecture": "resnet18", "num_classes": 10, "num_features": 16})
 	writeFile(t, filepath.Join(dirs["timm"], "model.safetensors"), tensors(6,
 		layer{"conv1.weight", safetensors.F32, []uint64{16, 3, 3, 3}},
 		layer{"bn1.weight", safetensors.F32, []uint64{16}},
@@ -260,7 +260,7 @@ func libraryDirs(t *testing.T) map[string]string {
 	// peft: a LoRA adapter, adapter_model.safetensors beside
 	// adapter_config.json.
 	dirs["peft"] = filepath.Join(t.TempDir(), "lora")
-	writeJSON(t, filepath.Join(dirs["peft"], "adapter_config.json"), map[string]any{"peft_type": "LORA", "r": 4, "target_modules": []string{"q_proj", "v_proj"}})
+	writeJSONFile(t, filepath.Join(dirs["peft"], "adapter_config.json"), map[string]any{"peft_type": "LORA", "r": 4, "target_modules": []string{"q_proj", "v_proj"}})
 	writeFile(t, filepath.Join(dirs["peft"], "adapter_model.safetensors"), tensors(7,
 		layer{"base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight", safetensors.F32, []uint64{4, 64}},
 		layer{"base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight", safetensors.F32, []uint64{64, 4}},
@@ -270,7 +270,7 @@ func libraryDirs(t *testing.T) map[string]string {
 
 	// open_clip: open_clip_model.safetensors beside open_clip_config.json.
 	dirs["open_clip"] = filepath.Join(t.TempDir(), "clip")
-	writeJSON(t, filepath.Join(dirs["open_clip"], "open_clip_config.json"), map[string]any{"model_cfg": map[string]any{"embed_dim": 16}})
+	writeJSONFile(t, filepath.Join(dirs["open_clip"], "open_clip_config.json"), map[string]any{"model_cfg": map[string]any{"embed_dim": 16}})
 	writeFile(t, filepath.Join(dirs["open_clip"], "open_clip_model.safetensors"), tensors(8,
 		layer{"visual.proj", safetensors.F32, []uint64{16, 16}},
 		layer{"text_projection", safetensors.F32, []uint64{16, 16}},
@@ -336,19 +336,19 @@ func TestPipeline(t *testing.T) {
 				p := ps.Parts[i]
 				require.NotNil(t, p.Part)
 				assert.Equal(t, part, *p.Part)
-				assert.Equal(t, name+"/"+part, p.File)
-				for _, f := range p.Shards {
+				assert.Equal(t, name+"/"+part, p.Model)
+				for _, f := range p.Files {
 					assert.True(t, strings.HasPrefix(f.File, part+"/"), f.File)
 				}
 				for _, ts := range p.Tensors {
 					assert.True(t, strings.HasPrefix(ts.Name, part+"/"), ts.Name)
-					assert.True(t, strings.HasPrefix(ts.Shard, part+"/"), ts.Shard)
+					assert.True(t, strings.HasPrefix(ts.File, part+"/"), ts.File)
 				}
 				sum += p.Totals.Parameters
 			}
-			assert.Len(t, ps.Parts[1].Shards, 3, "the unet's shards")
+			assert.Len(t, ps.Parts[1].Files, 3, "the unet's shards")
 			assert.Equal(t, map[string]any{"total_parameters": "748", "total_size": "2992"}, ps.Parts[1].IndexMetadata)
-			assert.Equal(t, 16, ps.Totals.Tensors)
+			assert.Equal(t, 16, ps.Totals.TensorCount)
 			assert.Equal(t, sum, ps.Totals.Parameters)
 			assert.Equal(t, map[string]any{"format": "pt"}, ps.Metadata)
 
@@ -388,7 +388,7 @@ func TestPipeline(t *testing.T) {
 
 			status, stderr = quantizeRefused(t, name)
 			assert.Equal(t, exitTrouble, status)
-			assert.Contains(t, stderr, "is a model of 3 parts (text_encoder, unet, vae): quantize one part's folder, such as "+name+"/text_encoder\n")
+			assert.Contains(t, stderr, ": a model of 3 parts (text_encoder, unet, vae): quantize one part's folder, such as "+name+"/text_encoder\n")
 
 			out := filepath.Join(t.TempDir(), "sd-bf16")
 			status, stdout, stderr = runCmd("convert", "--dtype", "bf16", name, out)
@@ -439,7 +439,7 @@ func TestPipelineDiffers(t *testing.T) {
 	// check and validate --values find the NaN, in its part.
 	status, stdout, _ = runCmd("check", b)
 	assert.Equal(t, exitFail, status)
-	assert.Contains(t, stdout, "vae: error: tensor \"encoder.conv_in.bias\": 1 NaN values, the first at index 0\n")
+	assert.Contains(t, stdout, "vae: error: tensor \"encoder.conv_in.bias\": 1 NaN value, the first at index 0\n")
 	status, stdout, _ = runCmd("validate", "--values", b)
 	assert.Equal(t, exitFail, status)
 	assert.Contains(t, stdout, b+": tensor vae/encoder.conv_in.bias: 1 NaN, 0 Inf of 8 values\n")
@@ -495,7 +495,7 @@ func TestVariants(t *testing.T) {
 				dst := filepath.Join(t.TempDir(), "q")
 				status, stdout, stderr = cmd("quantize", name, dst)
 				require.Equal(t, exitOK, status, stderr)
-				assert.Contains(t, stdout, "1 weights quantized to int8") // time_embedding.linear_1
+				assert.Contains(t, stdout, "1 weight quantized to int8") // time_embedding.linear_1
 				assert.FileExists(t, filepath.Join(dst, tc.file))
 				assert.FileExists(t, filepath.Join(dst, "config.json"))
 			}
@@ -572,7 +572,7 @@ func TestSentenceTransformers(t *testing.T) {
 
 			status, stderr = quantizeRefused(t, name)
 			assert.Equal(t, exitTrouble, status)
-			assert.Contains(t, stderr, "is a model of 2 parts (., 2_Dense): quantize one part's folder, such as "+name+"\n")
+			assert.Contains(t, stderr, ": a model of 2 parts (., 2_Dense): quantize one part's folder, such as "+name+"\n")
 		})
 	}
 
@@ -583,7 +583,7 @@ func TestSentenceTransformers(t *testing.T) {
 			status, stdout, _ := runCmd("check", name)
 			assert.Equal(t, exitFail, status, stdout)
 			assert.Contains(t, stdout, name+": 2 parts, 60 tensors, ")
-			assert.Contains(t, stdout, "2_Dense: error: tensor \"linear.weight\": 1 NaN values, the first at index 0\n")
+			assert.Contains(t, stdout, "2_Dense: error: tensor \"linear.weight\": 1 NaN value, the first at index 0\n")
 			status, stdout, _ = runCmd("validate", "--values", name)
 			assert.Equal(t, exitFail, status, stdout)
 			assert.Contains(t, stdout, name+": tensor 2_Dense/linear.weight: 1 NaN, 0 Inf of 128 values\n")
@@ -695,10 +695,10 @@ func TestNoModel(t *testing.T) {
 	empty := t.TempDir()
 	base, _ := serveDir(t, empty)
 	for _, tc := range []struct{ name, want string }{
-		{empty, "no model found: " + empty + ": no weights: none of model.safetensors"},
+		{empty, "no model found: no weights: none of model.safetensors"},
 		{filepath.Join(empty, "missing"), "no such file or directory"},
 		{filepath.Join(empty, "missing.safetensors"), "no such file or directory"},
-		{base, "no model found: " + base + ": none of model.safetensors"},
+		{base, "no model found: none of model.safetensors"},
 		{base + "/model.safetensors", "404 Not Found"},
 		{base + "/model.safetensors.index.json", "404 Not Found"},
 	} {
@@ -706,6 +706,7 @@ func TestNoModel(t *testing.T) {
 			status, stdout, stderr := runCmd(args...)
 			assert.Equal(t, exitTrouble, status, "%v: %s%s", args, stdout, stderr)
 			assert.Contains(t, stdout+stderr, tc.want, args)
+			assert.Contains(t, stdout+stderr, tc.name, "%v: the input named", args)
 			if args[0] == "validate" {
 				assert.True(t, strings.HasPrefix(stdout, tc.name+": error: "), stdout)
 			} else {

@@ -1,37 +1,40 @@
-// Command safetensors inspects, validates, summarizes, checks, quantizes,
-// compares and converts safetensors files.
+// Command safetensors inspects, validates, checks, summarizes, compares,
+// converts and quantizes safetensors files.
 //
 // Usage:
 //
 //	safetensors inspect [--json] [--variant NAME] MODEL|DATASET
-//	safetensors validate [--values] [--variant NAME] MODEL|DATASET...
-//	safetensors stats [--variant NAME] MODEL [TENSOR...]
+//	safetensors validate [--json] [--values] [--variant NAME] MODEL|DATASET...
 //	safetensors check [--json] [--config FILE] [--max-abs X] [--variant NAME] MODEL
-//	safetensors quantize [--per channel|tensor] [--variant NAME] MODEL DST
-//	safetensors diff [--json] [--variant NAME] A B
-//	safetensors version
-//	safetensors convert --dtype F16|BF16|F32 [--rounding nearest|truncate] [--variant NAME] MODEL OUT
+//	safetensors stats [--json] [--variant NAME] MODEL [TENSOR...]
+//	safetensors diff [--json] [--atol X] [--rtol Y] [--variant NAME] A B
+//	safetensors convert [--json] --dtype F16|BF16|F32 [--rounding nearest|truncate] [--variant NAME] MODEL OUT
+//	safetensors quantize [--json] [--per channel|tensor] [--variant NAME] MODEL DST
+//	safetensors version [--json]
+//	safetensors help [COMMAND|models]
 //
 // A MODEL is any input the checkpoint package's Open takes: a safetensors
 // file, a sharded checkpoint's index, a model's folder as transformers,
 // diffusers, timm, peft, sentence-transformers or open_clip save it, a
 // diffusers pipeline or a sentence-transformers model of several parts
 // (handled part by part), a Hugging Face cache snapshot, or an http(s) URL
-// of any of these.
+// of any of these ('safetensors help models').
 //
 // Inspect lists a model's tensors, metadata and totals; validate checks
-// files as the reference implementation does; stats summarizes the values
-// of tensors; check checks a model's weights and its config.json; quantize
-// writes a model's Linear weights as int8 for vLLM (compressed-tensors);
-// diff compares two models; version prints the module and Go versions;
-// convert casts the float tensors of a model.
+// files as the reference implementation does; check checks a model's
+// weights and its config.json; stats summarizes the values of tensors;
+// diff compares two models, within a tolerance; convert casts the float
+// tensors of a model; quantize writes a model's Linear weights as int8 for
+// vLLM (compressed-tensors); version prints the module and Go versions.
 //
-// 'safetensors help COMMAND' and 'safetensors COMMAND -h' print a command's
-// help. As with grep and diff, the exit status is 0 when all is well, 1
-// when the command ran and found a problem (an invalid file, a failed
-// check, NaN or Inf values, models that differ), and 2 when it could not
-// run (a usage error, an input that does not exist or cannot be read, a
-// folder that holds no model).
+// Every command takes --json and then writes one JSON document to stdout,
+// whose schema docs/cli.md gives. Errors go to stderr as
+// "safetensors COMMAND: INPUT: why". As with grep and diff, the exit status
+// is 0 when all is well, 1 when the command ran and found a problem (an
+// invalid file, a failed check, NaN or Inf values, models that differ),
+// and 2 when it could not run (a usage error, an input that does not exist
+// or cannot be read, a folder that holds no model). Commands that read
+// every value show their progress on stderr when it is a terminal.
 //
 // Install it with
 //
@@ -39,13 +42,15 @@
 package main
 
 import (
-	"bytes"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+
+	english "github.com/safetensors-go/safetensors/internal/plural"
 )
 
 // The exit statuses, as grep and diff give them.
@@ -60,12 +65,11 @@ const (
 	exitTrouble = 2
 )
 
-// exitHelp is what every command's help and the usage say of the exit
-// status.
-const exitHelp = `Exit status: 0 all is well; 1 the command ran and found a problem (an invalid
-file, a failed check, NaN or Inf values, models that differ); 2 it could not
-run (a usage error, an input that does not exist or cannot be read, a folder
-that holds no model).`
+// exitHelp is what the usage says of the exit status; each command's help
+// says what its own statuses mean.
+const exitHelp = `Exit status: 0 all is well; 1 the command ran and found a problem; 2 it could
+not run (a usage error, an input that does not exist or cannot be read); 130
+or 143 after SIGINT or SIGTERM.`
 
 // A command is one subcommand. run gets the arguments after the
 // subcommand's name and returns the exit status.
@@ -77,15 +81,16 @@ type command struct {
 var commands []command
 
 func init() {
+	// In the order a user reaches for them.
 	commands = []command{
-		{"inspect", "[--json] [--variant NAME] MODEL|DATASET", "list the tensors, metadata and totals of a model (part by part) or a dataset", runInspect},
-		{"validate", "[--values] [--variant NAME] MODEL|DATASET...", "check files as the reference implementation does", runValidate},
-		{"stats", "[--variant NAME] MODEL [TENSOR...]", "min, max, mean, standard deviation, NaNs and Infs of tensors", runStats},
+		{"inspect", "[--json] [--variant NAME] MODEL|DATASET", "list the tensors, metadata and totals of a model or a dataset", runInspect},
+		{"validate", "[--json] [--values] [--variant NAME] MODEL|DATASET...", "check files as the reference implementation does", runValidate},
 		{"check", "[--json] [--config FILE] [--max-abs X] [--variant NAME] MODEL", "check weights: NaN/Inf, zeros, layer structure, config.json against shapes", runCheck},
-		{"quantize", "[--per channel|tensor] [--variant NAME] MODEL DST", "quantize a model's Linear weights to int8 for vLLM (compressed-tensors)", runQuantize},
-		{"diff", "[--json] [--variant NAME] A B", "compare the tensors and metadata of two models", runDiff},
-		{"version", "", "print the command's module version and Go version", runVersion},
-		{"convert", "--dtype F16|BF16|F32 [--rounding nearest|truncate] [--variant NAME] MODEL OUT", "cast the float tensors of a model", runConvert},
+		{"stats", "[--json] [--variant NAME] MODEL [TENSOR...]", "min, max, mean, standard deviation, NaNs and Infs of tensors", runStats},
+		{"diff", "[--json] [--atol X] [--rtol Y] [--variant NAME] A B", "compare the tensors and metadata of two models", runDiff},
+		{"convert", "[--json] --dtype F16|BF16|F32 [--rounding nearest|truncate] [--variant NAME] MODEL OUT", "cast the float tensors of a model", runConvert},
+		{"quantize", "[--json] [--per channel|tensor] [--variant NAME] MODEL DST", "quantize a model's Linear weights to int8 for vLLM (compressed-tensors)", runQuantize},
+		{"version", "[--json]", "print the command's module version and Go version", runVersion},
 	}
 }
 
@@ -101,26 +106,46 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
-		switch len(args) {
-		case 1:
-			usage(stdout)
-			return exitOK
-		case 2: // help COMMAND: the command's own help, as COMMAND -h prints it
-			if c, ok := lookup(args[1]); ok {
-				return c.run([]string{"-h"}, stdout, stderr)
-			}
-			fmt.Fprintf(stderr, "safetensors help: unknown command %q\n\n", args[1])
-		default:
-			fmt.Fprintf(stderr, "safetensors help: want one COMMAND, got %d\n\n", len(args)-1)
-		}
-		usage(stderr)
-		return exitTrouble
+		return runHelp(args[1:], stdout, stderr)
+	case "-version", "--version":
+		return runVersion(args[1:], stdout, stderr)
 	}
 	if c, ok := lookup(args[0]); ok {
 		return c.run(args[1:], stdout, stderr)
 	}
-	fmt.Fprintf(stderr, "safetensors: unknown command %q\n\n", args[0])
-	usage(stderr)
+	fmt.Fprintf(stderr, "safetensors: unknown command %q\nrun 'safetensors help' for the list of commands\n", args[0])
+	return exitTrouble
+}
+
+// helpUsage is the help of the help command.
+const helpUsage = `usage: safetensors help [COMMAND|models]
+
+Help prints the list of commands, a command's help (as 'safetensors COMMAND
+-h' does), or with "models" what a MODEL may be and how it is read.
+`
+
+// runHelp prints the help that args ask for.
+func runHelp(args []string, stdout, stderr io.Writer) int {
+	switch {
+	case len(args) == 0:
+		usage(stdout)
+		return exitOK
+	case len(args) > 1:
+		fmt.Fprintf(stderr, "safetensors help: want one COMMAND, got %d\nrun 'safetensors help' for the list of commands\n", len(args))
+		return exitTrouble
+	}
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, helpUsage)
+		return exitOK
+	case "models":
+		fmt.Fprint(stdout, modelsHelp)
+		return exitOK
+	}
+	if c, ok := lookup(args[0]); ok {
+		return c.run([]string{"-h"}, stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "safetensors help: unknown command %q\nrun 'safetensors help' for the list of commands\n", args[0])
 	return exitTrouble
 }
 
@@ -143,54 +168,68 @@ func usage(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "A MODEL is a file, an index, a folder of any library's layout, a pipeline, a")
-	fmt.Fprintln(w, "cache snapshot, or a URL of one: see 'safetensors help inspect'.")
-	fmt.Fprintln(w, "Run 'safetensors help COMMAND' or 'safetensors COMMAND -h' for a command's help and flags.")
+	fmt.Fprintln(w, "cache snapshot, or a URL of one: see 'safetensors help models'.")
+	fmt.Fprintln(w, "Run 'safetensors help COMMAND' for a command's help and flags; --json gives")
+	fmt.Fprintln(w, "any command's output as one JSON document.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, exitHelp)
 }
 
-// newFlags returns the flag set of the named command, whose usage message
-// lists its arguments, describes it and says what its exit status means.
-func newFlags(name string, stdout, stderr io.Writer, description string) *flag.FlagSet {
+// newFlags returns the flag set of the named command, whose help lists its
+// arguments, says what it does (description), what its inputs are
+// (inputs, "" for none), its flags, and what its exit statuses mean
+// (exit).
+func newFlags(name string, stderr io.Writer, description, inputs, exit string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
+		w := fs.Output()
 		if c, ok := lookup(name); ok {
-			fmt.Fprintf(fs.Output(), "usage: %s\n\n", strings.TrimSpace("safetensors "+c.name+" "+c.args))
+			fmt.Fprintf(w, "usage: %s\n\n", strings.TrimSpace("safetensors "+c.name+" "+c.args))
 		}
-		fmt.Fprintln(fs.Output(), description)
-		fmt.Fprintln(fs.Output())
-		fmt.Fprintln(fs.Output(), exitHelp)
+		fmt.Fprintln(w, description)
+		if inputs != "" {
+			fmt.Fprintln(w)
+			fmt.Fprintln(w, inputs)
+		}
 		hasFlags := false
 		fs.VisitAll(func(*flag.Flag) { hasFlags = true })
 		if hasFlags {
-			fmt.Fprintln(fs.Output(), "\nflags:")
+			fmt.Fprintln(w, "\nFlags:")
 			fs.PrintDefaults()
 		}
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "Exit status: "+exit)
 	}
 	return fs
 }
 
+// modelInputs is what the help of a command that reads models says of a
+// MODEL.
+const modelInputs = `A MODEL is a safetensors file, a sharded checkpoint's index, a model's folder
+as any library saves it, a diffusers pipeline, a cache snapshot, or an
+http(s) URL of one: 'safetensors help models' says how each is read.`
+
 // parse parses args with fs, flags and operands in any order (a "--" ends
-// the flags), and returns the operands. Help goes to stdout; the returned
+// the flags), and returns the operands. Help goes to stdout; a flag that is
+// not right is a usage error, of one line and where to look. The returned
 // status is what the command must exit with when ok is false.
 func parse(fs *flag.FlagSet, args []string, stdout io.Writer) (operands []string, status int, ok bool) {
-	// The flag package prints its complaints and the usage to the set's
-	// output: keep them until it is known whether they are help, for
-	// stdout, or an error, for stderr.
 	stderr := fs.Output()
-	var msg bytes.Buffer
-	fs.SetOutput(&msg)
+	// The flag package prints its complaint and the whole help on an
+	// error: keep the help for -h only.
+	fs.SetOutput(io.Discard)
 	defer fs.SetOutput(stderr)
 	for {
 		err := fs.Parse(args)
 		if errors.Is(err, flag.ErrHelp) {
-			stdout.Write(msg.Bytes())
+			fs.SetOutput(stdout)
+			fs.Usage()
 			return nil, exitOK, false
 		}
 		if err != nil {
-			stderr.Write(msg.Bytes())
-			return nil, exitTrouble, false
+			fs.SetOutput(stderr)
+			return nil, usageError(fs, "%v", err), false
 		}
 		rest := fs.Args()
 		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
@@ -204,17 +243,22 @@ func parse(fs *flag.FlagSet, args []string, stdout io.Writer) (operands []string
 	}
 }
 
-// usageError prints msg and the command's usage, and returns exitTrouble.
+// usageError prints msg and where to find the command's usage, and returns
+// exitTrouble.
 func usageError(fs *flag.FlagSet, format string, args ...any) int {
-	fmt.Fprintf(fs.Output(), "safetensors %s: %s\n", fs.Name(), fmt.Sprintf(format, args...))
-	fs.Usage()
+	fmt.Fprintf(fs.Output(), "safetensors %s: %s\nrun 'safetensors help %s' for usage\n", fs.Name(), fmt.Sprintf(format, args...), fs.Name())
 	return exitTrouble
 }
 
-// fail prints err as the error of the named command on w and returns the
-// exit status for it (see statusOf).
-func fail(w io.Writer, cmd string, err error) int {
-	fmt.Fprintf(w, "safetensors %s: %s\n", cmd, errorText(err))
+// fail prints err, met on the input name ("" for none), as the error of
+// the command cmd on w, in the form every command uses,
+// "safetensors CMD: NAME: why", and returns the exit status for it (see
+// statusOf).
+func fail(w io.Writer, cmd, name string, err error) int {
+	fmt.Fprintf(w, "safetensors %s: %s\n", cmd, errorNaming(name, err))
+	if hint := remoteHint(err); hint != "" {
+		fmt.Fprintf(w, "safetensors %s: %s\n", cmd, hint)
+	}
 	return statusOf(err)
 }
 
@@ -239,20 +283,69 @@ func statusOf(err error) int {
 // prefix replaces.
 func errorText(err error) string {
 	msg := err.Error()
-	for _, p := range []string{"safetensors: ", "checkpoint: ", "quant: ", "check: ", "diff: "} {
+	for _, p := range []string{"safetensors: ", "checkpoint: ", "quant: ", "check: ", "diff: ", "remote: ", "dataset: "} {
 		msg = strings.TrimPrefix(msg, p)
 	}
 	// "open f: safetensors: header too large" → "open f: header too large"
-	msg = strings.ReplaceAll(msg, ": safetensors: ", ": ")
-	return strings.ReplaceAll(msg, ": checkpoint: ", ": ")
+	for _, p := range []string{"safetensors", "checkpoint", "remote", "dataset"} {
+		msg = strings.ReplaceAll(msg, ": "+p+": ", ": ")
+	}
+	return msg
 }
 
-// errorNaming returns errorText(err), preceded by the file's name unless
-// the message already names it.
-func errorNaming(file string, err error) string {
+// errorNaming returns errorText(err) in the form "NAME: why": the input's
+// name first, once, without the "open NAME: " or "stat NAME: " that the
+// operating system's errors put in front of it.
+func errorNaming(name string, err error) string {
 	msg := errorText(err)
-	if strings.Contains(msg, file) {
+	if name == "" {
 		return msg
 	}
-	return file + ": " + msg
+	for _, op := range []string{"open ", "stat ", "read ", "lstat "} {
+		if rest, ok := strings.CutPrefix(msg, op+name+": "); ok {
+			return name + ": " + rest
+		}
+	}
+	if strings.HasPrefix(msg, name+": ") {
+		return msg
+	}
+	// "no model found: NAME: no weights" → "NAME: no model found: no weights"
+	if before, after, ok := strings.Cut(msg, ": "+name+": "); ok {
+		return name + ": " + before + ": " + after
+	}
+	if strings.Contains(msg, name) {
+		return msg
+	}
+	return name + ": " + msg
+}
+
+// plural returns n and the noun, in the plural unless n is 1.
+func plural[N int | uint64](n N, noun string) string { return english.Of(n, noun) }
+
+// writeJSON writes v to w as every command's --json does: one document,
+// indented by two spaces, ending with a newline.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// list returns s, or an empty list for nil, so that JSON has [] rather
+// than null.
+func list[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// addJSONFlag adds --json to fs, which every command takes.
+func addJSONFlag(fs *flag.FlagSet) *bool {
+	return fs.Bool("json", false, "write the output as one JSON document (its schema: docs/cli.md)")
+}
+
+// reason returns why err happened to the input name: errorNaming(name,
+// err) without the name in front, for the lines that name it first.
+func reason(name string, err error) string {
+	return strings.TrimPrefix(errorNaming(name, err), name+": ")
 }

@@ -143,7 +143,8 @@ func TestUsage(t *testing.T) {
 		status, stdout, stderr := runCmd(args...)
 		assert.Equal(t, exitTrouble, status, "%q", args)
 		assert.Empty(t, stdout, "%q", args)
-		assert.Contains(t, stderr, "usage: safetensors "+args[0], "%q", args)
+		assert.Equal(t, "run 'safetensors help "+args[0]+"' for usage\n", stderr[strings.Index(stderr, "\n")+1:], "%q: one line, then where to look", args)
+		assert.True(t, strings.HasPrefix(stderr, "safetensors "+args[0]+": "), "%q: %s", args, stderr)
 	}
 }
 
@@ -157,7 +158,7 @@ func TestInspect(t *testing.T) {
 	golden(t, "inspect-json.golden", stdout)
 	var s summary
 	require.NoError(t, json.Unmarshal([]byte(stdout), &s))
-	assert.Equal(t, 39, s.Totals.Tensors)
+	assert.Equal(t, 39, s.Totals.TensorCount)
 	assert.Equal(t, uint64(250432), s.Totals.Parameters)
 	assert.Equal(t, 4*s.Totals.Parameters, s.Totals.Bytes)
 	assert.Equal(t, map[string]any{"format": "pt"}, s.Metadata)
@@ -193,13 +194,13 @@ func TestInspectSharded(t *testing.T) {
 	assert.Equal(t, exitOK, status)
 	var s summary
 	require.NoError(t, json.Unmarshal([]byte(stdout), &s))
-	assert.Len(t, s.Shards, 4)
-	assert.Equal(t, 39, s.Totals.Tensors)
+	assert.Len(t, s.Files, 4)
+	assert.Equal(t, 39, s.Totals.TensorCount)
 	// The model's metadata, its shards' (not the index's bookkeeping, which
 	// the totals give).
 	assert.Equal(t, map[string]any{"format": "pt"}, s.Metadata)
 	for _, ts := range s.Tensors {
-		assert.Regexp(t, `^model-0000[1-4]-of-00004.safetensors$`, ts.Shard)
+		assert.Regexp(t, `^model-0000[1-4]-of-00004.safetensors$`, ts.File)
 	}
 
 	status, stdout, _ = runCmd("validate", "--values", dir)
@@ -236,15 +237,22 @@ func TestInspectDataset(t *testing.T) {
 
 	status, stdout, _ = runCmd("inspect", "--json", dir)
 	assert.Equal(t, exitOK, status)
-	var got struct {
-		Mode     string
-		Index    bool
-		Manifest dataset.Manifest
-	}
+	var got datasetSummary
 	require.NoError(t, json.Unmarshal([]byte(stdout), &got))
 	assert.Equal(t, "batch", got.Mode)
 	assert.True(t, got.Index)
-	assert.Equal(t, m, got.Manifest)
+	assert.Equal(t, m.TotalSamples, got.SampleCount)
+	assert.Equal(t, m.TotalBytes, got.Bytes)
+	require.Len(t, got.Files, len(m.Shards))
+	for i, s := range m.Shards {
+		assert.Equal(t, datasetFile{s.Path, s.Samples, s.Bytes}, got.Files[i])
+	}
+	require.Len(t, got.Columns, len(m.Schema))
+	for _, c := range got.Columns {
+		sc, ok := m.Schema[c.Name]
+		require.True(t, ok, c.Name)
+		assert.Equal(t, sc.DType, c.DType)
+	}
 
 	require.NoError(t, os.Remove(filepath.Join(dir, m.Shards[1].Path)))
 	status, _, stderr = runCmd("inspect", dir)
@@ -397,7 +405,7 @@ func TestValidate(t *testing.T) {
 	assert.Equal(t, exitTrouble, status, "neither could be read")
 	// A folder that holds no model is not an invalid checkpoint: there is
 	// nothing to read.
-	assert.Regexp(t, `^no-such-file.safetensors: error: .*\n.*: error: checkpoint: no model found: .*none of model\.safetensors, model\.safetensors\.index\.json, .*nor any \*\.safetensors file`, stdout)
+	assert.Regexp(t, `^no-such-file.safetensors: error: .*\n.*: error: no model found: .*none of model\.safetensors, model\.safetensors\.index\.json, .*nor any \*\.safetensors file`, stdout)
 }
 
 // TestValidateCorpus checks that validate gives the reference's verdict on
@@ -581,9 +589,10 @@ func TestModelDirectory(t *testing.T) {
 		assert.Equal(t, exitOK, status)
 		assert.Len(t, strings.Split(strings.TrimSpace(stdout), "\n"), 40)
 	}
-	status, _, stderr := runCmd("stats", t.TempDir())
+	empty := t.TempDir()
+	status, _, stderr := runCmd("stats", empty)
 	assert.Equal(t, exitTrouble, status, "a folder that holds no model")
-	assert.Contains(t, stderr, "safetensors stats: no model found")
+	assert.Contains(t, stderr, "safetensors stats: "+empty+": no model found")
 	assert.Contains(t, stderr, "none of model.safetensors")
 }
 

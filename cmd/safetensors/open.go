@@ -16,11 +16,10 @@ import (
 	"github.com/safetensors-go/safetensors/quant"
 )
 
-// modelHelp is the part of the help of a command that reads a model about
-// what a MODEL may be.
-const modelHelp = `
-
-A MODEL is any of these, found as the library that saved it finds it:
+// modelsHelp is what 'safetensors help models' prints: what a MODEL may
+// be, and how it is read.
+const modelsHelp = `A MODEL, the input of every command but version, is any of these, found as the
+library that saved it finds it:
   - a safetensors file;
   - a sharded checkpoint's index (model.safetensors.index.json, ...);
   - a model's folder as transformers, diffusers, timm, peft,
@@ -33,6 +32,7 @@ A MODEL is any of these, found as the library that saved it finds it:
     or the model's cache folder (.../models--ORG--NAME);
   - an http:// or https:// URL of any of these, such as
     https://huggingface.co/REPO/resolve/main for a repository's folder.
+
 --variant NAME reads the files of a variant, such as fp16
 (diffusion_pytorch_model.fp16.safetensors, model.safetensors.index.fp16.json);
 without it, the files of no variant are read, and a folder that holds only
@@ -42,7 +42,8 @@ Over HTTP, only the headers and the tensors needed are read, with range
 requests, each checked and pinned to the version first seen; a request fails
 after 30 s without progress, never because a read is long. The token in
 HF_TOKEN goes to huggingface.co (or to the host of HF_ENDPOINT) as
-"Authorization: Bearer TOKEN"; --header sends any header to every URL.`
+"Authorization: Bearer TOKEN"; --header sends any header to every URL.
+`
 
 // variant is the --variant flag of the command being run.
 var variant string
@@ -189,7 +190,7 @@ func invalid(err error) bool {
 		safetensors.ErrHeaderTooSmall, safetensors.ErrHeaderTooLarge, safetensors.ErrInvalidHeaderLength,
 		safetensors.ErrHeaderNotUTF8, safetensors.ErrInvalidHeader, safetensors.ErrInvalidOffset,
 		safetensors.ErrShapeOverflow, safetensors.ErrMisalignedSlice, safetensors.ErrSizeMismatch,
-		safetensors.ErrIncompleteBuffer, safetensors.ErrUnknownDType,
+		safetensors.ErrIncompleteBuffer, safetensors.ErrUnknownDType, safetensors.ErrNotSafetensors,
 		checkpoint.ErrInvalidIndex, checkpoint.ErrUnlistedTensor, check.ErrInvalidConfig, quant.ErrNotFinite,
 	} {
 		if errors.Is(err, e) {

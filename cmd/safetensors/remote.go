@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -26,9 +28,11 @@ func (h *headerFlags) Set(v string) error {
 // requestHeaders are the --header flags of the command being run.
 var requestHeaders headerFlags
 
-// isURL reports whether name is an http or https URL.
+// isURL reports whether name is an http or https URL, its scheme in any
+// case, as the checkpoint package takes it.
 func isURL(name string) bool {
-	return strings.HasPrefix(name, "http://") || strings.HasPrefix(name, "https://")
+	scheme, _, ok := strings.Cut(name, "://")
+	return ok && (strings.EqualFold(scheme, "http") || strings.EqualFold(scheme, "https"))
 }
 
 // remoteOptions returns the options for reading the URL name: the --header
@@ -59,6 +63,39 @@ func isHub(name string) bool {
 	}
 	for _, hub := range []string{"huggingface.co", "hf.co"} {
 		if host == hub || strings.HasSuffix(host, "."+hub) {
+			return true
+		}
+	}
+	return false
+}
+
+// remoteHint returns the command's next step for err, when it is a
+// request that a server refused for want of credentials (401
+// Unauthorized, 403 Forbidden): what to set or pass, or, where a token was
+// sent (HF_TOKEN to the Hub, or an Authorization --header), what to check.
+// It returns "" for any other error.
+func remoteHint(err error) string {
+	var se *remote.StatusError
+	if !errors.As(err, &se) || se.Code != http.StatusUnauthorized && se.Code != http.StatusForbidden {
+		return ""
+	}
+	hub := isHub(se.URL)
+	switch {
+	case hasAuthorizationHeader():
+		return "check the token of the Authorization --header: the server refused it"
+	case hub && os.Getenv("HF_TOKEN") != "":
+		return "check the token in HF_TOKEN: it has no access to the repository (a gated repository's terms are accepted on its page)"
+	case hub:
+		return "set HF_TOKEN or pass --header 'Authorization: Bearer TOKEN'"
+	}
+	return "pass --header 'Authorization: Bearer TOKEN' (or the header the server wants)"
+}
+
+// hasAuthorizationHeader reports whether an Authorization header is among
+// the --header flags.
+func hasAuthorizationHeader() bool {
+	for _, h := range requestHeaders {
+		if k, _, _ := strings.Cut(h, ":"); strings.EqualFold(strings.TrimSpace(k), "Authorization") {
 			return true
 		}
 	}

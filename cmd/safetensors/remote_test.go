@@ -167,3 +167,49 @@ func TestIsHub(t *testing.T) {
 		assert.Equal(t, want, isHub(u), u)
 	}
 }
+
+// TestRemoteHint: the next step for a request refused for want of
+// credentials, from a server that answers 401 or 403, and none for any
+// other error.
+func TestRemoteHint(t *testing.T) {
+	var code atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "refused", int(code.Load()))
+	}))
+	defer srv.Close()
+	errFor := func(c int) error {
+		code.Store(int64(c))
+		_, err := checkpoint.Open(t.Context(), srv.URL+"/org/m/resolve/main/model.safetensors", checkpointOptions(srv.URL)...)
+		require.Error(t, err)
+		return err
+	}
+	requestHeaders = nil
+	t.Cleanup(func() { requestHeaders = nil })
+
+	t.Setenv("HF_TOKEN", "")
+	t.Setenv("HF_ENDPOINT", srv.URL) // the server stands for the Hub
+	assert.Equal(t, "set HF_TOKEN or pass --header 'Authorization: Bearer TOKEN'", remoteHint(errFor(401)))
+	assert.Equal(t, "set HF_TOKEN or pass --header 'Authorization: Bearer TOKEN'", remoteHint(errFor(403)))
+	assert.Equal(t, "", remoteHint(errFor(404)))
+	assert.Equal(t, "", remoteHint(errFor(500)))
+	assert.Equal(t, "", remoteHint(os.ErrNotExist))
+	assert.Equal(t, "", remoteHint(nil))
+
+	t.Setenv("HF_TOKEN", "hf_x")
+	assert.Contains(t, remoteHint(errFor(403)), "check the token in HF_TOKEN")
+
+	t.Setenv("HF_TOKEN", "")
+	t.Setenv("HF_ENDPOINT", "https://hub.example") // not the Hub
+	assert.Equal(t, "pass --header 'Authorization: Bearer TOKEN' (or the header the server wants)", remoteHint(errFor(401)))
+	requestHeaders = headerFlags{"authorization: Bearer x"}
+	assert.Equal(t, "check the token of the Authorization --header: the server refused it", remoteHint(errFor(401)))
+}
+
+func TestIsURL(t *testing.T) {
+	for name, want := range map[string]bool{
+		"http://host/x": true, "https://host/x": true, "HTTPS://host/x": true, "Http://host": true,
+		"hf://org/m": false, "model.safetensors": false, "./http://x": false, "": false,
+	} {
+		assert.Equal(t, want, isURL(name), name)
+	}
+}

@@ -18,18 +18,18 @@ import (
 )
 
 func runStats(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("stats", stdout, stderr, `Stats prints, for each named tensor (all of them when none is named), the
+	fs := newFlags("stats", stderr, `Stats prints, for each named tensor (all of them when none is named), the
 number of values, the minimum, maximum, mean and standard deviation of the
-finite ones, and the number of NaN and Inf values, computed in one pass over
-the values with float64 arithmetic (safetensors.Tensor.Stats). Tensors of
-types with no real value (C64, F4, F6) are listed with dashes. The tensors
-of a model are listed by name, those of a model of several parts behind
-their part's folder ("unet/conv_in.weight"), and may be named so.
-Tensors are read piece by piece, several at once, in memory that does not
-grow with the model. The status is 1 if a tensor holds NaN or Inf (but for
-a tensor named as a bound that holds only infinities, as clipping bounds
-initialized to no clipping do), and 2 if a tensor is not found or cannot
-be read.`+modelHelp)
+finite ones, and the number of NaN and Inf values, in one pass over the values
+with float64 arithmetic (safetensors.Tensor.Stats). Tensors of types with no
+real value (C64, F4, F6) are listed with dashes. The tensors of a model of
+several parts are named behind their part's folder ("unet/conv_in.weight").`,
+		modelInputs+`
+A TENSOR is a tensor's name, as inspect lists it.`,
+		`0 all values finite; 1 a tensor holds NaN or Inf (but for a tensor named as a
+bound that holds only infinities, as clipping bounds initialized to no
+clipping do); 2 a tensor is not found or cannot be read.`)
+	asJSON := addJSONFlag(fs)
 	addModelFlags(fs)
 	operands, status, ok := parse(fs, args, stdout)
 	if !ok {
@@ -39,49 +39,103 @@ be read.`+modelHelp)
 		return usageError(fs, "want a MODEL")
 	}
 	path, names := operands[0], operands[1:]
-	m, err := openModel(context.Background(), path)
+	ctx, stop := catchInterrupts()
+	defer stop()
+	m, err := openModel(ctx, path)
 	if err != nil {
-		fmt.Fprintf(stderr, "safetensors stats: %s\n", errorNaming(path, err))
-		return statusOf(err)
+		return fail(stderr, "stats", path, err)
 	}
 	defer m.Close()
 	if len(names) == 0 {
 		names = m.names()
 	}
-	meter := newMeter(stderr, path, false)
+	// Every tensor named is found before anything is printed.
+	for _, n := range names {
+		if _, err := m.ck.Info(n); err != nil {
+			return fail(stderr, "stats", path, err)
+		}
+	}
+	out := statsOutput{Model: path, Tensors: make([]tensorStatsOutput, 0, len(names))}
+	meter := newMeter(stderr, path, *asJSON)
 	defer meter.Done()
 	tw := tabwriter.NewWriter(meter.Writer(stdout), 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tDTYPE\tCOUNT\tMIN\tMAX\tMEAN\tSTD\tNAN\tINF")
-	status = exitOK
-	err = readValues(context.Background(), m.ck, names, true, meter, func(v tensorValues) error {
-		switch {
-		case v.err != nil:
-			// Not found, or not read: the line goes to stderr, after the
-			// lines before it.
-			tw.Flush()
-			fmt.Fprintf(meter.Writer(stderr), "safetensors stats: %s\n", errorNaming(path, v.err))
-			status = max(status, exitTrouble)
-		case v.none:
-			fmt.Fprintf(tw, "%s\t%v\t-\t-\t-\t-\t-\t-\t-\n", quoteIfNeeded(v.name), v.info.DType)
-		default:
-			s := v.stats
-			fmt.Fprintf(tw, "%s\t%v\t%d\t%s\t%s\t%s\t%s\t%d\t%d\n", quoteIfNeeded(v.name), v.info.DType, s.Count,
-				number(s.Min), number(s.Max), number(s.Mean), number(s.StdDev), s.NaN, s.Inf)
-			if v.notFinite() {
-				status = max(status, exitFail)
-			}
+	if !*asJSON {
+		fmt.Fprintln(tw, "NAME\tDTYPE\tCOUNT\tMIN\tMAX\tMEAN\tSTD\tNAN\tINF")
+	}
+	err = readValues(ctx, m.ck, names, true, meter, func(v tensorValues) error {
+		if v.err != nil { // read, not found: all were found above
+			return v.err
 		}
-		return nil
+		if v.notFinite() {
+			out.Status = exitFail
+		}
+		if *asJSON {
+			out.Tensors = append(out.Tensors, newTensorStats(v))
+			return nil
+		}
+		if v.none {
+			_, err := fmt.Fprintf(tw, "%s\t%v\t-\t-\t-\t-\t-\t-\t-\n", quoteIfNeeded(v.name), v.info.DType)
+			return err
+		}
+		s := v.stats
+		_, err := fmt.Fprintf(tw, "%s\t%v\t%d\t%s\t%s\t%s\t%s\t%d\t%d\n", quoteIfNeeded(v.name), v.info.DType, s.Count,
+			number(s.Min), number(s.Max), number(s.Mean), number(s.StdDev), s.NaN, s.Inf)
+		return err
 	})
 	meter.Done()
-	if ferr := tw.Flush(); err == nil {
-		err = ferr
+	if err != nil {
+		tw.Flush()
+		return fail(stderr, "stats", path, err)
+	}
+	if *asJSON {
+		err = writeJSON(stdout, out)
+	} else {
+		err = tw.Flush()
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "safetensors stats: %s\n", errorNaming(path, err))
-		return statusOf(err)
+		return fail(stderr, "stats", path, err)
 	}
-	return status
+	return out.Status
+}
+
+// statsOutput is what stats --json prints.
+type statsOutput struct {
+	Model   string              `json:"model"`
+	Status  int                 `json:"status"`
+	Tensors []tensorStatsOutput `json:"tensors"`
+}
+
+// tensorStatsOutput is a tensor's statistics in stats --json; the
+// statistics of the finite values are null when there is none, or when
+// the dtype has no real value (C64, F4, F6), whose counts are null too.
+type tensorStatsOutput struct {
+	Name       string   `json:"name"`
+	DType      string   `json:"dtype"`
+	Shape      []uint64 `json:"shape"`
+	ValueCount *uint64  `json:"value_count"`
+	Min        *float64 `json:"min"`
+	Max        *float64 `json:"max"`
+	Mean       *float64 `json:"mean"`
+	Std        *float64 `json:"std"`
+	NaNCount   *uint64  `json:"nan_count"`
+	InfCount   *uint64  `json:"inf_count"`
+}
+
+func newTensorStats(v tensorValues) tensorStatsOutput {
+	o := tensorStatsOutput{Name: v.name, DType: v.info.DType.String(), Shape: list(v.info.Shape)}
+	if v.none {
+		return o
+	}
+	s := v.stats
+	o.ValueCount, o.NaNCount, o.InfCount = &s.Count, &s.NaN, &s.Inf
+	finite := func(x float64) *float64 {
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return nil
+		}
+		return &x
+	}
+	o.Min, o.Max, o.Mean, o.Std = finite(s.Min), finite(s.Max), finite(s.Mean), finite(s.StdDev)
+	return o
 }
 
 // number formats a statistic with 6 significant digits, or a dash when
@@ -183,7 +237,7 @@ func readValues(ctx context.Context, src safetensors.ElementSource, names []stri
 				case k == first[next]:
 					v.stats = partial[k]
 				default:
-					v.stats = v.stats.Merge(partial[k])
+					v.stats.Merge(partial[k])
 				}
 			}
 			if err := each(*v); err != nil {

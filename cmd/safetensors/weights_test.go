@@ -169,7 +169,7 @@ func TestValidateDataset(t *testing.T) {
 		require.NoError(t, w.Close())
 		status, stdout, _ := runCmd("validate", "--separator", sep, dir)
 		assert.Equal(t, exitOK, status, stdout)
-		assert.Equal(t, dir+": ok, dataset, key-value mode, 2 samples in 1 shards\n", stdout)
+		assert.Equal(t, dir+": ok, dataset, key-value mode, 2 samples in 1 shard\n", stdout)
 		status, _, stderr := runCmd("inspect", "--separator", sep, dir)
 		assert.Equal(t, exitOK, status, stderr)
 		if sep != "__" {
