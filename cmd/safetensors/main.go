@@ -7,7 +7,7 @@
 //	safetensors validate [--json] [--values] [--variant NAME] MODEL|DATASET...
 //	safetensors check [--json] [--config FILE] [--max-abs X] [--variant NAME] MODEL
 //	safetensors stats [--json] [--variant NAME] MODEL [TENSOR...]
-//	safetensors diff [--json] [--atol X] [--rtol Y] [--variant NAME] A B
+//	safetensors diff [--json] [--atol X] [--rtol Y] [--equal-nan] [--variant NAME] A B
 //	safetensors convert [--json] --dtype F16|BF16|F32 [--rounding nearest|truncate] [--variant NAME] MODEL OUT
 //	safetensors quantize [--json] [--per channel|tensor] [--variant NAME] MODEL DST
 //	safetensors version [--json]
@@ -87,7 +87,7 @@ func init() {
 		{"validate", "[--json] [--values] [--variant NAME] MODEL|DATASET...", "check files as the reference implementation does", runValidate},
 		{"check", "[--json] [--config FILE] [--max-abs X] [--variant NAME] MODEL", "check weights: NaN/Inf, zeros, layer structure, config.json against shapes", runCheck},
 		{"stats", "[--json] [--variant NAME] MODEL [TENSOR...]", "min, max, mean, standard deviation, NaNs and Infs of tensors", runStats},
-		{"diff", "[--json] [--atol X] [--rtol Y] [--variant NAME] A B", "compare the tensors and metadata of two models", runDiff},
+		{"diff", "[--json] [--atol X] [--rtol Y] [--equal-nan] [--variant NAME] A B", "compare the tensors and metadata of two models", runDiff},
 		{"convert", "[--json] --dtype F16|BF16|F32 [--rounding nearest|truncate] [--variant NAME] MODEL OUT", "cast the float tensors of a model", runConvert},
 		{"quantize", "[--json] [--per channel|tensor] [--variant NAME] MODEL DST", "quantize a model's Linear weights to int8 for vLLM (compressed-tensors)", runQuantize},
 		{"version", "[--json]", "print the command's module version and Go version", runVersion},
