@@ -313,10 +313,30 @@ func errorNaming(name string, err error) string {
 	if before, after, ok := strings.Cut(msg, ": "+name+": "); ok {
 		return name + ": " + before + ": " + after
 	}
-	if strings.Contains(msg, name) {
+	if mentions(msg, name) {
 		return msg
 	}
 	return name + ": " + msg
+}
+
+// mentions reports whether msg names name as a word of its own: not
+// within another name ("." within "model.safetensors"), but followed by
+// ":", " ", a quote or the end, and preceded by the start, a space or a
+// quote.
+func mentions(msg, name string) bool {
+	for i := 0; ; {
+		j := strings.Index(msg[i:], name)
+		if j < 0 {
+			return false
+		}
+		begin, end := i+j, i+j+len(name)
+		before := begin == 0 || strings.ContainsRune(" \"'", rune(msg[begin-1]))
+		after := end == len(msg) || strings.ContainsRune(": \"'", rune(msg[end]))
+		if before && after {
+			return true
+		}
+		i = begin + 1
+	}
 }
 
 // plural returns n and the noun, in the plural unless n is 1.
