@@ -386,7 +386,7 @@ type shardError struct {
 }
 
 func (e *shardError) Error() string {
-	return e.err.Error() + " (a shard that " + e.index + " lists)"
+	return "checkpoint: " + e.err.Error() + " (a shard that " + e.index + " lists)"
 }
 
 func (e *shardError) Unwrap() []error { return []error{e.err, ErrInvalidIndex} }

@@ -868,5 +868,5 @@ func TestOpenLFSShards(t *testing.T) {
 	require.Error(t, err)
 	assert.ErrorIs(t, err, safetensors.ErrNotSafetensors)
 	assert.ErrorIs(t, err, ErrInvalidIndex)
-	assert.Regexp(t, `^open \S*model-0000[12]-of-00002\.safetensors: safetensors: a Git LFS pointer, not the file it points to \(oid sha256:4d7a2146\w+, 5000000 bytes\): run 'git lfs pull'.* \(a shard that \S*model\.safetensors\.index\.json lists\)$`, err.Error())
+	assert.Regexp(t, `^checkpoint: open \S*model-0000[12]-of-00002\.safetensors: safetensors: a Git LFS pointer, not the file it points to \(oid sha256:4d7a2146\w+, 5000000 bytes\): run 'git lfs pull'.* \(a shard that \S*model\.safetensors\.index\.json lists\)$`, err.Error())
 }
