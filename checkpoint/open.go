@@ -276,6 +276,11 @@ func openSharded(ctx context.Context, dir folder, name string, data []byte, o *o
 	}
 	defer done()
 	files, failed, err := openFiles(ctx, shardDir, ix.Files, o)
+	if errors.Is(err, safetensors.ErrNotSafetensors) {
+		// A shard of another kind, such as a Git LFS pointer: what it is
+		// comes first, not the index.
+		return nil, &shardError{err: err, index: indexPath}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: shard %s: %w", ErrInvalidIndex, indexPath, failed, err)
 	}
@@ -371,3 +376,17 @@ func closeFiles(files []*file) {
 
 // notExist reports whether err says that a file does not exist.
 func notExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }
+
+// shardError is the error of a shard that is not a safetensors file at
+// all (a Git LFS pointer, a web page): its own diagnosis, then the index
+// that lists it. It matches ErrInvalidIndex too.
+type shardError struct {
+	err   error // names the shard
+	index string
+}
+
+func (e *shardError) Error() string {
+	return "checkpoint: " + e.err.Error() + " (a shard that " + e.index + " lists)"
+}
+
+func (e *shardError) Unwrap() []error { return []error{e.err, ErrInvalidIndex} }

@@ -852,3 +852,21 @@ func TestOpenHubCache(t *testing.T) {
 	assert.True(t, errors.Is(err, ErrInvalidIndex), "%v", err)
 	assert.Contains(t, err.Error(), "model-00007-of-00007.safetensors")
 }
+
+// TestOpenLFSShards: a clone made without Git LFS has pointer files for
+// shards. The error leads with what the shard is and what to do, not with
+// the index, which is right; it still matches ErrInvalidIndex.
+func TestOpenLFSShards(t *testing.T) {
+	dir := t.TempDir()
+	index := `{"metadata": {"total_size": 16}, "weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}`
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "model.safetensors.index.json"), []byte(index), 0o644))
+	pointer := "version https://git-lfs.github.com/spec/v1\noid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\nsize 5000000\n"
+	for _, f := range []string{"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, f), []byte(pointer), 0o644))
+	}
+	_, err := Open(context.Background(), dir)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, safetensors.ErrNotSafetensors)
+	assert.ErrorIs(t, err, ErrInvalidIndex)
+	assert.Regexp(t, `^checkpoint: open \S*model-0000[12]-of-00002\.safetensors: safetensors: a Git LFS pointer, not the file it points to \(oid sha256:4d7a2146\w+, 5000000 bytes\): run 'git lfs pull'.* \(a shard that \S*model\.safetensors\.index\.json lists\)$`, err.Error())
+}

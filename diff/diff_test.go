@@ -29,7 +29,7 @@ func TestPaths(t *testing.T) {
 	nan := float32(math.NaN())
 	a := write(t, []safetensors.Tensor{
 		f32(t, "same", []uint64{2}, 1, 2),
-		f32(t, "values", []uint64{4}, 1, -2, 4, nan),
+		f32(t, "values", []uint64{4}, 1, -2, 4, 5),
 		f32(t, "shape", []uint64{2}, 1, 2),
 		f32(t, "onlyA", []uint64{1}, 0),
 		f32(t, "nan", []uint64{1}, nan),
@@ -39,7 +39,7 @@ func TestPaths(t *testing.T) {
 	require.NoError(t, err)
 	b := write(t, []safetensors.Tensor{
 		f32(t, "same", []uint64{2}, 1, 2),
-		f32(t, "values", []uint64{4}, 1, -2.5, 3, nan),
+		f32(t, "values", []uint64{4}, 1, -2.5, 3, 5),
 		f32(t, "shape", []uint64{1, 2}, 1, 2),
 		f32(t, "onlyB", []uint64{1}, 0),
 		f32(t, "nan", []uint64{1}, 0),
@@ -54,19 +54,24 @@ func TestPaths(t *testing.T) {
 	for _, tn := range r.Tensors {
 		byName[tn.Name] = tn
 	}
-	assert.True(t, byName["same"].Identical)
+	assert.Equal(t, Identical, byName["same"].Verdict)
+	assert.Equal(t, uint64(2), byName["same"].Values)
 	v := byName["values"]
-	assert.True(t, v.Compared)
+	assert.Equal(t, Different, v.Verdict)
+	assert.Equal(t, uint64(4), v.Values)
 	assert.Equal(t, uint64(2), v.Differing)
-	assert.Equal(t, 1.0, v.MaxAbs)  // |4 - 3|
-	assert.Equal(t, 0.25, v.MaxRel) // 1 / 4 (and 0.5 / 2.5 = 0.2)
-	assert.False(t, byName["shape"].Compared)
+	assert.Equal(t, uint64(2), v.Unequal)
+	assert.Equal(t, 1.0, v.MaxAbs)   // |4 - 3|
+	assert.Equal(t, 1.0/3, v.MaxRel) // 1 / 3 (and 0.5 / 2.5 = 0.2)
+	assert.Equal(t, Incomparable, byName["shape"].Verdict)
+	assert.Zero(t, byName["shape"].Values)
 	assert.Equal(t, []uint64{1, 2}, byName["shape"].ShapeB)
+	assert.Equal(t, Different, byName["nan"].Verdict)
 	assert.True(t, math.IsInf(byName["nan"].MaxAbs, 1))
 	c := byName["cast"]
 	assert.Equal(t, safetensors.BF16, c.DTypeB)
-	assert.True(t, c.Compared)
-	assert.Zero(t, c.Differing, "1.5 is exact in BF16")
+	assert.Equal(t, Equal, c.Verdict, "1.5 is exact in BF16")
+	assert.Zero(t, c.Differing)
 	one, two := "1", "2"
 	x := "x"
 	assert.Equal(t, []Metadata{{Key: "k", A: &one, B: &two}, {Key: "new", B: &x}}, r.Metadata)
@@ -172,7 +177,8 @@ func TestChunks(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, r.Tensors, 1)
 	got := r.Tensors[0]
-	assert.True(t, got.Compared)
+	assert.Equal(t, Different, got.Verdict)
+	assert.Equal(t, uint64(n), got.Values)
 	assert.Equal(t, uint64(3), got.Differing)
 	assert.Equal(t, float64(100-10%7), got.MaxAbs)
 }

@@ -18,9 +18,9 @@ func ExamplePaths() {
 		panic(err)
 	}
 	t := r.Tensors[0]
-	fmt.Println(r.Equal(), len(r.Tensors), t.Name, t.Identical, t.Differing > 0)
+	fmt.Println(r.Equal(), len(r.Tensors), t.Name, t.Verdict, t.Differing > 0)
 	// Output:
-	// false 30 lm_head.weight false true
+	// false 30 lm_head.weight different true
 }
 
 // Compare compares any two safetensors.TensorSources, here files held in
@@ -50,12 +50,12 @@ func ExampleCompare() {
 	}
 	fmt.Println("only in b:", r.OnlyB)
 	for _, t := range r.Tensors {
-		fmt.Printf("%s: identical %v, %d differing, max abs %g, max rel %g\n", t.Name, t.Identical, t.Differing, t.MaxAbs, t.MaxRel)
+		fmt.Printf("%s: %v, %d of %d values differ, max abs %g, max rel %g\n", t.Name, t.Verdict, t.Differing, t.Values, t.MaxAbs, t.MaxRel)
 	}
 	fmt.Println("equal:", r.Equal())
 	// Output:
 	// only in b: [bias]
-	// w: identical false, 1 differing, max abs 1, max rel 0.2
+	// w: different, 1 of 3 values differ, max abs 1, max rel 0.2
 	// equal: false
 }
 
@@ -97,4 +97,39 @@ func Example_checkpointMetadata() {
 	// index: map[total_parameters:8 total_size:8]
 	// model: map[format:pt]
 	// equal: true
+}
+
+// Tolerance compares a model with its conversion to BF16: exactly, the
+// values differ; within BF16's rounding (a relative error of at most
+// 2^-8 of the BF16 value), they are close.
+func ExampleTolerance() {
+	values := []float32{0.1, -0.2, 0.3, 1e-3, 4}
+	file := func(dtype safetensors.DType) *safetensors.Reader {
+		w, err := safetensors.TensorFromFloat32s("w", dtype, []uint64{uint64(len(values))}, values, safetensors.RoundNearestEven)
+		if err != nil {
+			panic(err)
+		}
+		var buf bytes.Buffer
+		if err := safetensors.Write(&buf, []safetensors.Tensor{w}, nil); err != nil {
+			panic(err)
+		}
+		r, err := safetensors.NewReader(buf.Bytes())
+		if err != nil {
+			panic(err)
+		}
+		return r
+	}
+	a, b := file(safetensors.F32), file(safetensors.BF16)
+	for _, opts := range [][]diff.Option{nil, {diff.Tolerance(0, 1.0/256)}} {
+		r, err := diff.Compare(context.Background(), a, b, nil, nil, opts...)
+		if err != nil {
+			panic(err)
+		}
+		t := r.Tensors[0]
+		fmt.Printf("%v against %v: %v, %d of %d values beyond the tolerance, max rel diff %.2g; equal: %v\n",
+			t.DTypeA, t.DTypeB, t.Verdict, t.Differing, t.Values, t.MaxRel, r.Equal())
+	}
+	// Output:
+	// F32 against BF16: different, 4 of 5 values beyond the tolerance, max rel diff 0.0026; equal: false
+	// F32 against BF16: close, 0 of 5 values beyond the tolerance, max rel diff 0.0026; equal: true
 }

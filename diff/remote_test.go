@@ -65,9 +65,9 @@ func TestRemoteBoundedMemory(t *testing.T) {
 	t.Logf("allocated %d bytes comparing two models of %d", n, size)
 	assert.Less(t, n, uint64(size/2))
 	require.Len(t, r.Tensors, 3)
-	assert.False(t, r.Tensors[0].Identical)
+	assert.Equal(t, Different, r.Tensors[0].Verdict)
 	assert.Equal(t, uint64(size/2/4), r.Tensors[0].Differing)
 	assert.InDelta(t, 1, r.Tensors[0].MaxAbs, 1e-6)
-	assert.True(t, r.Tensors[1].Identical)
-	assert.True(t, r.Tensors[2].Identical)
+	assert.Equal(t, Identical, r.Tensors[1].Verdict)
+	assert.Equal(t, Identical, r.Tensors[2].Verdict)
 }

@@ -33,5 +33,5 @@ func TestTruncatedWhileMapped(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, res.Tensors, 1)
 	assert.Contains(t, res.Tensors[0].Err, "truncated")
-	assert.False(t, res.Tensors[0].Identical)
+	assert.Equal(t, Error, res.Tensors[0].Verdict)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"go/parser"
 	"go/token"
 	"strings"
@@ -66,4 +67,19 @@ func TestPackageDoc(t *testing.T) {
 		want = append(want, strings.TrimSpace("safetensors "+c.name+" "+c.args))
 	}
 	assert.Equal(t, want, listed, "the package comment's usage lines, in the order of the commands table")
+}
+
+// TestErrorNaming: the input's name goes first, once, and a name found
+// only inside another ("." in "model.safetensors") does not count.
+func TestErrorNaming(t *testing.T) {
+	for _, tc := range []struct{ name, msg, want string }{
+		{"m.safetensors", "open m.safetensors: no such file or directory", "m.safetensors: no such file or directory"},
+		{".", "open model.safetensors: safetensors: a Git LFS pointer", ".: open model.safetensors: a Git LFS pointer"},
+		{"dir", "checkpoint: no model found: dir: no weights", "dir: no model found: no weights"},
+		{"http://h/m", `GET http://h/m bytes 0-1: 404 Not Found`, `GET http://h/m bytes 0-1: 404 Not Found`},
+		{"m", "tensor \"x\": not found in m", "tensor \"x\": not found in m"},
+		{"m", "tensor \"m2\": not found", "m: tensor \"m2\": not found"},
+	} {
+		assert.Equal(t, tc.want, errorNaming(tc.name, errors.New(tc.msg)), "%q %q", tc.name, tc.msg)
+	}
 }

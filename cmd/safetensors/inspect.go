@@ -182,8 +182,8 @@ type summary struct {
 	// Metadata is the file's, or the model's (Checkpoint.Metadata), whose
 	// values are strings; IndexMetadata is a sharded checkpoint's index's
 	// own metadata (Checkpoint.IndexMetadata), such as total_size.
-	Metadata      map[string]any  `json:"metadata"`
-	IndexMetadata map[string]any  `json:"index_metadata"`
+	Metadata      map[string]any `json:"metadata"`
+	IndexMetadata map[string]any `json:"index_metadata"`
 	// Warnings say that the index leaves out tensors its shards hold, or
 	// that parts of the model are in another format, not read.
 	Warnings []string        `json:"warnings"`

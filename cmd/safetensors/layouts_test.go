@@ -410,8 +410,13 @@ func TestPipeline(t *testing.T) {
 				// tensor, each named with its part.
 				status, stdout, _ = runCmd("diff", dir, out)
 				assert.Equal(t, exitFail, status)
-				assert.Contains(t, stdout, "unet/conv_in.weight: dtype F32, BF16\n")
-				assert.Contains(t, stdout, "0 tensors identical, 16 differ")
+				assert.Contains(t, stdout, "unet/conv_in.weight: different (dtype F32, BF16): 288 of 288 values differ, ")
+				assert.Contains(t, stdout, "0 tensors identical, 16 different, 0 only in A")
+				// Within BF16's rounding, they match.
+				status, stdout, _ = runCmd("diff", "--rtol", "0.00390625", dir, out)
+				assert.Equal(t, exitOK, status, stdout)
+				assert.Contains(t, stdout, "unet/conv_in.weight: within tolerance (dtype F32, BF16): 288 of 288 values differ, ")
+				assert.Contains(t, stdout, "match within tolerance: 0 tensors identical, 16 within tolerance, 0 only in A")
 			}
 		})
 	}
@@ -433,8 +438,8 @@ func TestPipelineDiffers(t *testing.T) {
 	plantNaN(t, filepath.Join(b, "vae", "diffusion_pytorch_model.safetensors"), "encoder.conv_in.bias")
 	status, stdout, _ := runCmd("diff", a, b)
 	assert.Equal(t, exitFail, status)
-	assert.Contains(t, stdout, "vae/encoder.conv_in.bias: 1 values differ, max abs diff +Inf")
-	assert.Contains(t, stdout, "15 tensors identical, 1 differ")
+	assert.Contains(t, stdout, "vae/encoder.conv_in.bias: different: 1 of 8 values differs, max abs diff +Inf")
+	assert.Contains(t, stdout, "15 tensors identical, 1 different, 0 only in A")
 
 	// check and validate --values find the NaN, in its part.
 	status, stdout, _ = runCmd("check", b)

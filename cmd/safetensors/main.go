@@ -7,7 +7,7 @@
 //	safetensors validate [--json] [--values] [--variant NAME] MODEL|DATASET...
 //	safetensors check [--json] [--config FILE] [--max-abs X] [--variant NAME] MODEL
 //	safetensors stats [--json] [--variant NAME] MODEL [TENSOR...]
-//	safetensors diff [--json] [--atol X] [--rtol Y] [--variant NAME] A B
+//	safetensors diff [--json] [--atol X] [--rtol Y] [--equal-nan] [--variant NAME] A B
 //	safetensors convert [--json] --dtype F16|BF16|F32 [--rounding nearest|truncate] [--variant NAME] MODEL OUT
 //	safetensors quantize [--json] [--per channel|tensor] [--variant NAME] MODEL DST
 //	safetensors version [--json]
@@ -87,7 +87,7 @@ func init() {
 		{"validate", "[--json] [--values] [--variant NAME] MODEL|DATASET...", "check files as the reference implementation does", runValidate},
 		{"check", "[--json] [--config FILE] [--max-abs X] [--variant NAME] MODEL", "check weights: NaN/Inf, zeros, layer structure, config.json against shapes", runCheck},
 		{"stats", "[--json] [--variant NAME] MODEL [TENSOR...]", "min, max, mean, standard deviation, NaNs and Infs of tensors", runStats},
-		{"diff", "[--json] [--atol X] [--rtol Y] [--variant NAME] A B", "compare the tensors and metadata of two models", runDiff},
+		{"diff", "[--json] [--atol X] [--rtol Y] [--equal-nan] [--variant NAME] A B", "compare the tensors and metadata of two models", runDiff},
 		{"convert", "[--json] --dtype F16|BF16|F32 [--rounding nearest|truncate] [--variant NAME] MODEL OUT", "cast the float tensors of a model", runConvert},
 		{"quantize", "[--json] [--per channel|tensor] [--variant NAME] MODEL DST", "quantize a model's Linear weights to int8 for vLLM (compressed-tensors)", runQuantize},
 		{"version", "[--json]", "print the command's module version and Go version", runVersion},
@@ -313,10 +313,30 @@ func errorNaming(name string, err error) string {
 	if before, after, ok := strings.Cut(msg, ": "+name+": "); ok {
 		return name + ": " + before + ": " + after
 	}
-	if strings.Contains(msg, name) {
+	if mentions(msg, name) {
 		return msg
 	}
 	return name + ": " + msg
+}
+
+// mentions reports whether msg names name as a word of its own: not
+// within another name ("." within "model.safetensors"), but followed by
+// ":", " ", a quote or the end, and preceded by the start, a space or a
+// quote.
+func mentions(msg, name string) bool {
+	for i := 0; ; {
+		j := strings.Index(msg[i:], name)
+		if j < 0 {
+			return false
+		}
+		begin, end := i+j, i+j+len(name)
+		before := begin == 0 || strings.ContainsRune(" \"'", rune(msg[begin-1]))
+		after := end == len(msg) || strings.ContainsRune(": \"'", rune(msg[end]))
+		if before && after {
+			return true
+		}
+		i = begin + 1
+	}
 }
 
 // plural returns n and the noun, in the plural unless n is 1.

@@ -144,12 +144,12 @@ func TestQuantizeAndDiff(t *testing.T) {
 	status, stdout, _ = runCmd("diff", llamaDir, dst)
 	assert.Equal(t, exitFail, status)
 	assert.Contains(t, stdout, "only in "+dst+": model.layers.0.mlp.down_proj.weight_scale")
-	assert.Contains(t, stdout, "model.layers.0.mlp.down_proj.weight: dtype F16, I8")
-	assert.Contains(t, stdout, "9 tensors identical, 21 differ, 0 and 21 only in one")
+	assert.Contains(t, stdout, "model.layers.0.mlp.down_proj.weight: different (dtype F16, I8): 384 of 384 values differ")
+	assert.Contains(t, stdout, "9 tensors identical, 21 different, 0 only in A, 21 only in B")
 
 	status, stdout, _ = runCmd("diff", "--json", llamaDir, llamaDir)
 	assert.Equal(t, exitOK, status)
-	assert.Contains(t, stdout, `"identical": true`)
+	assert.Contains(t, stdout, `"identical_count": 30`)
 
 	status, _, stderr = runCmd("quantize", "--per", "row", llamaDir, dst+"2")
 	assert.Equal(t, exitTrouble, status)
