@@ -61,7 +61,13 @@ hold the same tensor names and metadata; 1 they differ; 2 one could not be read.
 	ctx, stop := catchInterrupts()
 	defer stop()
 	a, b := operands[0], operands[1]
+	meter := newMeter(stderr, a, *asJSON)
+	defer meter.Done()
+	if meter != nil {
+		opts = append(opts, diff.Progress(meter.Update))
+	}
 	r, failed, err := diffModels(ctx, a, b, opts)
+	meter.Done()
 	if err != nil {
 		return fail(stderr, "diff", failed, err)
 	}

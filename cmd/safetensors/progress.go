@@ -7,7 +7,7 @@ import (
 )
 
 // newMeter returns the progress meter of a command that reads a model's
-// values (convert, check, stats, validate --values, quantize), labelled
+// values (convert, check, diff, stats, validate --values, quantize), labelled
 // with the model's name: one that draws on stderr when it is a terminal,
 // and nil, which draws nothing, when it is not (output redirected or
 // captured, as in tests) or when quiet (--json) says so. The command calls
