@@ -21,7 +21,8 @@ count, hidden size, vocabulary and MLP width of the configuration and of its
 sub-configurations, and every shape for the families
 `+strings.Join(check.Families, ", ")+`.
 Every value is read once, piece by piece, in parallel. A model of several parts
-is checked part by part, each against the config.json of its folder.`, modelInputs,
+is checked part by part, each against the config.json of its folder. Progress
+goes to stderr when it is a terminal.`, modelInputs,
 		`0 no error (warnings allowed); 1 an error was found; 2 the model could not be
 read.`)
 	asJSON := addJSONFlag(fs)

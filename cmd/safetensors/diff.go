@@ -31,7 +31,7 @@ a NaN to nothing unless --equal-nan. The relative difference printed is
 its BF16 conversion are within --rtol 0.00390625 (2^-8, BF16's rounding) of each
 other. Both models are read piece by piece, in parallel. The tensors of a model
 of several parts are named behind their part's folder ("unet/conv_in.weight").
---variant applies to both.`, modelInputs,
+--variant applies to both. Progress goes to stderr when it is a terminal.`, modelInputs,
 		`0 every tensor in both is identical, equal or within the tolerance, and both
 hold the same tensor names and metadata; 1 they differ; 2 one could not be read.`)
 	asJSON := addJSONFlag(fs)

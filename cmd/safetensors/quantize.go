@@ -16,7 +16,8 @@ I8 beside its "<module>.weight_scale" in the weight's dtype; embeddings, norms
 and the output head (lm_head) stay as they were; config.json gains the
 quantization_config; the other files of a folder on disk are copied. DST
 appears only when complete. A model of several parts (a diffusers pipeline, a
-sentence-transformers model) is refused: quantize one part's folder.`, modelInputs,
+sentence-transformers model) is refused: quantize one part's folder. Progress
+goes to stderr when it is a terminal.`, modelInputs,
 		`0 written; 1 the model is invalid or holds NaN or Inf; 2 it could not be
 read, is a model of several parts, or DST not written.`)
 	asJSON := addJSONFlag(fs)

@@ -23,7 +23,8 @@ number of values, the minimum, maximum, mean and standard deviation of the
 finite ones, and the number of NaN and Inf values, in one pass over the values
 with float64 arithmetic (safetensors.Tensor.Stats). Tensors of types with no
 real value (C64, F4, F6) are listed with dashes. The tensors of a model of
-several parts are named behind their part's folder ("unet/conv_in.weight").`,
+several parts are named behind their part's folder ("unet/conv_in.weight").
+Progress goes to stderr when it is a terminal.`,
 		modelInputs+`
 A TENSOR is a tensor's name, as inspect lists it.`,
 		`0 all values finite; 1 a tensor holds NaN or Inf (but for a tensor named as a

@@ -15,7 +15,7 @@ index is checked against every shard; a model of several parts gets a verdict
 for the whole and one for each part. With --values it also reads the values of
 the float tensors and names those holding NaN or Inf (not a tensor named as a
 bound that holds only infinities, as clipping bounds initialized to no
-clipping do).`, modelInputs+`
+clipping do), showing its progress on stderr when it is a terminal.`, modelInputs+`
 A DATASET is the directory of a safetensors-spark dataset
 (dataset_manifest.json), checked against its shards.`,
 		`the worst of the operands': 0 all valid; 1 one is invalid or holds NaN or
