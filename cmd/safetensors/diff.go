@@ -295,11 +295,7 @@ func tensorLine(t diff.Tensor) string {
 // ofValues returns "n of total values" followed by the verb, plural or
 // singular as n asks.
 func ofValues(n, total uint64, verbs, verb string) string {
-	noun := "values"
-	if total == 1 {
-		noun = "value"
-	}
-	s := fmt.Sprintf("%d of %d %s", n, total, noun)
+	s := fmt.Sprintf("%d of %s", n, plural(total, "value"))
 	if n == 1 {
 		verbs = verb
 	}

@@ -349,10 +349,7 @@ func (t *totals) add(o totals) {
 // add adds tensor t, of the named file, to s.
 func (s *summary) add(file string, t safetensors.TensorInfo) {
 	size := t.DataOffsets[1] - t.DataOffsets[0]
-	// The element count from the size, which the header's validation
-	// bounds, rather than from the shape, whose product may overflow when a
-	// dimension is zero.
-	params := size * 8 / uint64(t.DType.Bits())
+	params := t.NumElements() // from the size: the shape's product may overflow when a dimension is zero
 	s.Tensors = append(s.Tensors, tensorSummary{
 		File: file, Name: t.Name, DType: t.DType.String(), Shape: list(t.Shape),
 		Parameters: params, Bytes: size, DataOffsets: t.DataOffsets, dtype: t.DType,

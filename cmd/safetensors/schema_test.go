@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -69,7 +70,7 @@ func conform(path string, got, ex, parent any) []string {
 			return []string{fmt.Sprintf("%s: %s, not an object", path, kindOf(got))}
 		}
 		var bad []string
-		for _, k := range slices.Sorted(mapsKeys(obj)) {
+		for _, k := range slices.Sorted(maps.Keys(obj)) {
 			exv, ok := ex[k]
 			switch {
 			case !ok:
@@ -121,16 +122,6 @@ func conform(path string, got, ex, parent any) []string {
 		return []string{fmt.Sprintf("%s: %s, not a %s", path, kindOf(got), kindOf(ex))}
 	}
 	return nil
-}
-
-func mapsKeys(m map[string]any) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 func kindOf(v any) string {

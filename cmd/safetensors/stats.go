@@ -208,13 +208,12 @@ func readValues(ctx context.Context, src safetensors.ElementSource, names []stri
 			if v.stats, v.err = empty.Stats(); v.err != nil {
 				v.none, v.err = true, nil // C64, F4, F6: no real value
 			} else {
-				bits := uint64(v.info.DType.Bits()) // a multiple of 8: the packed dtypes have none
-				size := v.info.DataOffsets[1] - v.info.DataOffsets[0]
-				n, step := size*8/bits, uint64(valuesChunk)*8/bits
+				// The dtype's width is a multiple of 8: the packed dtypes have no real value.
+				n, step := v.info.NumElements(), uint64(valuesChunk)*8/uint64(v.info.DType.Bits())
 				for lo := uint64(0); lo < n; lo += step {
 					pieces = append(pieces, piece{i, lo, min(lo+step, n)})
 				}
-				total += size
+				total += v.info.DataOffsets[1] - v.info.DataOffsets[0]
 			}
 		}
 		left[i] = len(pieces) - first[i]
