@@ -235,3 +235,41 @@ func TestReadSliceAllocs(t *testing.T) {
 		}
 	}
 }
+
+// TestReadSliceConcurrent reads selections from several goroutines at once
+// through each kind of Reader: each gets its own bytes, the pooled buffers
+// are not shared (run with -race).
+func TestReadSliceConcurrent(t *testing.T) {
+	path, data, tensors := sliceTestFile(t)
+	big := tensors[0]
+	ctx := context.Background()
+	for kind, r := range sliceReaders(t, path, data) {
+		errs := make(chan error, 8)
+		for g := range 8 {
+			go func() {
+				sel := []Selector{All(), Range(uint64(g), uint64(g)+100)}
+				want, err := big.Slice(sel...)
+				if err != nil {
+					errs <- err
+					return
+				}
+				dst := make([]byte, want.DataLen())
+				for range 5 {
+					n, err := r.ReadSlice(ctx, big.Name, dst, sel...)
+					if err != nil {
+						errs <- err
+						return
+					}
+					if !bytes.Equal(want.AppendTo(nil), dst[:n]) {
+						errs <- fmt.Errorf("%s: goroutine %d read other bytes", kind, g)
+						return
+					}
+				}
+				errs <- nil
+			}()
+		}
+		for range 8 {
+			require.NoError(t, <-errs, kind)
+		}
+	}
+}
