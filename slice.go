@@ -116,7 +116,7 @@ type TensorSlice struct {
 	Shape []uint64
 
 	data []byte
-	slicePlan
+	plan slicePlan
 }
 
 // A slicePlan says where a selection's bytes are in its tensor's: runs of
@@ -375,7 +375,7 @@ func (t Tensor) Slice(selectors ...Selector) (TensorSlice, error) {
 	if err != nil {
 		return TensorSlice{}, err
 	}
-	return TensorSlice{Name: t.Name, DType: t.DType, Shape: sliceShape(sels), data: t.Data, slicePlan: p}, nil
+	return TensorSlice{Name: t.Name, DType: t.DType, Shape: sliceShape(sels), data: t.Data, plan: p}, nil
 }
 
 // sliceShape returns the shape of the selection sels.
@@ -459,7 +459,7 @@ func (p *slicePlan) runOffsets(yield func(off uint64) bool) {
 
 // DataLen returns the number of bytes the selection holds, as
 // Header.DataLen does for a data section; NumElements counts its elements.
-func (s TensorSlice) DataLen() uint64 { return s.size() }
+func (s TensorSlice) DataLen() uint64 { return s.plan.size() }
 
 // NumElements returns the number of elements the selection holds: the
 // product of its Shape.
@@ -470,8 +470,8 @@ func (s TensorSlice) NumElements() uint64 { return elementCount(s.DataLen(), s.D
 // tensor's Data.
 func (s TensorSlice) Chunks() iter.Seq[[]byte] {
 	return func(yield func([]byte) bool) {
-		s.runOffsets(func(off uint64) bool {
-			return yield(s.data[off : off+s.run : off+s.run])
+		s.plan.runOffsets(func(off uint64) bool {
+			return yield(s.data[off : off+s.plan.run : off+s.plan.run])
 		})
 	}
 }
