@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -253,4 +255,60 @@ func FuzzReadManifest(f *testing.F) {
 			require.Equal(t, m.Tensors[i].Digest, back.Tensors[i].Digest)
 		}
 	})
+}
+
+// A manifest written by `safetensors inspect --digests` (here, by
+// ManifestOf and WriteText) checks a model however it is stored: the
+// tensors of the file, sharded, one of them changed.
+func ExampleManifest_Check() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "model")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	tensors := []safetensors.Tensor{
+		{Name: "a", DType: safetensors.F32, Shape: []uint64{2}, Data: []byte{1, 2, 3, 4, 5, 6, 7, 8}},
+		{Name: "b", DType: safetensors.U8, Shape: []uint64{3}, Data: []byte{1, 2, 3}},
+	}
+	file := filepath.Join(dir, "model.safetensors")
+	if err := safetensors.WriteFile(file, tensors, nil); err != nil {
+		log.Fatal(err)
+	}
+	c, err := checkpoint.Open(ctx, file)
+	if err != nil {
+		log.Fatal(err)
+	}
+	m, err := ManifestOf(ctx, c)
+	c.Close()
+	if err != nil {
+		log.Fatal(err)
+	}
+	var text bytes.Buffer
+	m.WriteText(&text)
+	fmt.Print(text.String())
+
+	manifest, err := ReadManifest(&text)
+	if err != nil {
+		log.Fatal(err)
+	}
+	tensors[1].Data = []byte{1, 2, 4}
+	sharded := filepath.Join(dir, "sharded")
+	if err := checkpoint.Write(sharded, tensors, checkpoint.MaxShardSize(8)); err != nil {
+		log.Fatal(err)
+	}
+	c, err = checkpoint.Open(ctx, sharded)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	report, err := manifest.Check(ctx, c)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(report.Matched, "matched;", report.Changed[0].Name, "changed")
+	// Output:
+	// c6f567032c045d6de5231c5ab863d0b79dc6e5f45adeac72085e36e469fcd543  a
+	// dee08d45d5118aba275e62e07531bd3e2f1d37bde24f4a14189388153b6b12ef  b
+	// 1 matched; b changed
 }
