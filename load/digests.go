@@ -26,10 +26,15 @@ type options struct {
 // any bytes between or after them, in order), into d: a server that loads
 // a model and checks it against published hashes (a Hugging Face cache's
 // blob names, Git LFS pointers, the Hub's X-Linked-Etag) reads every byte
-// once. The pieces of a file are hashed in order as they arrive, while
-// the next ones are read, and several files are read side by side so that
-// each has a processor to hash it: a load with HashFiles takes about the
-// time of the slower of loading and hashing alone. Bytes of a file that
+// once. Several files are read side by side, as many as there are
+// processors, so that each has one to hash it; with fewer files than half
+// the processors, the pieces of a file are read in parallel and hashed in
+// order as they arrive, by one goroutine at a time, while the next are
+// read; with more, each local file read through the page cache is read in
+// order by a goroutine of its own, which hashes each piece of 1 MiB as
+// soon as it has read it, while it is in the processor's cache. A load
+// with HashFiles takes about the time of the slower of loading and
+// hashing alone. Bytes of a file that
 // no tensor loaded covers (tensors left out of a checkpoint's index) are
 // read for the hash too.
 //

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/safetensors-go/safetensors"
@@ -79,18 +80,24 @@ func TestLoaderDigests(t *testing.T) {
 		"buffer":        {Buffer: make([]byte, 304_097), ChunkSize: 4096, Concurrency: 8},
 	}
 	want := sha256.Sum256(raw)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	for oname, open := range opens {
 		for lname, l := range loaders {
 			t.Run(oname+"/"+lname, func(t *testing.T) {
 				r, err := open()
 				require.NoError(t, err)
 				defer r.Close()
-				got, d := loadHashed(t, l, r)
-				assertTensors(t, tensors, got)
 				ds, err := firstSection(r.DataSections())
 				require.NoError(t, err)
-				assert.Equal(t, map[string][sha256.Size]byte{ds.Name: want}, d.Files())
-				assert.Equal(t, tensorDigests(tensors), d.Tensors())
+				// One processor: a local file read in order by one
+				// goroutine; four: its pieces read in parallel.
+				for _, procs := range []int{1, 4} {
+					runtime.GOMAXPROCS(procs)
+					got, d := loadHashed(t, l, r)
+					assertTensors(t, tensors, got)
+					assert.Equal(t, map[string][sha256.Size]byte{ds.Name: want}, d.Files(), "GOMAXPROCS %d", procs)
+					assert.Equal(t, tensorDigests(tensors), d.Tensors())
+				}
 			})
 		}
 	}
@@ -112,11 +119,18 @@ func TestLoaderDigestsSharded(t *testing.T) {
 	}
 	require.Greater(t, len(paths), 2)
 	sums := fileSums(t, paths...)
-	for _, l := range []*Loader{{}, {ChunkSize: 4096, MemoryLimit: 1, Concurrency: 5}, {ChunkSize: 4096, NoCache: true}} {
-		got, d := loadHashed(t, l, c)
-		assertTensors(t, fx.tensors, got)
-		assert.Equal(t, sums, d.Files())
-		assert.Equal(t, tensorDigests(fx.tensors), d.Tensors())
+	// With one processor, each file is read in order by a goroutine of
+	// its own; with many, its pieces are read in parallel and hashed as
+	// they arrive.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for _, procs := range []int{1, 2, 64} {
+		runtime.GOMAXPROCS(procs)
+		for _, l := range []*Loader{{}, {ChunkSize: 4096, MemoryLimit: 1, Concurrency: 5}, {ChunkSize: 4096, NoCache: true}} {
+			got, d := loadHashed(t, l, c)
+			assertTensors(t, fx.tensors, got)
+			assert.Equal(t, sums, d.Files(), "GOMAXPROCS %d", procs)
+			assert.Equal(t, tensorDigests(fx.tensors), d.Tensors())
+		}
 	}
 
 	// Leave out of the index the first tensor of each shard that has

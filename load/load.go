@@ -218,7 +218,18 @@ type openedFile struct {
 	probe    *pagecache.Probe // tells which pages of the file are cached, or nil
 	closers  []*os.File
 	hash     *fileHash // the file's SHA-256 under way, for HashFiles; or nil
+	// sequential is true for a local file read through the page cache whose
+	// SHA-256 is computed (HashFiles), of a load of more files than half the
+	// processors: one goroutine reads it in order, in pieces of
+	// sequentialChunk, and hashes each as soon as it is read.
+	sequential bool
 }
+
+// sequentialChunk is the size of the reads of a file read in order and
+// hashed as it is read: small enough that a piece is still in the
+// processor's cache when it is hashed, large enough that a read's cost is
+// its copy.
+const sequentialChunk = 1 << 20
 
 // tensorJob is a tensor being read.
 type tensorJob struct {
@@ -300,6 +311,11 @@ func (l *Loader) start(ctx context.Context, files []safetensors.DataSection, opt
 		if opts.files != nil {
 			of.hash = &fileHash{h: sha256.New(), dataLen: uint64(f.Size) - uint64(len(f.HeaderBytes)), pending: map[int]chunkJob{}}
 			of.hash.h.Write(f.HeaderBytes)
+			// With more files than half the processors, each hashed by one,
+			// a file is best read and hashed by the same goroutine; with
+			// fewer, the other processors read while those hash.
+			_, local := of.buffered.(*os.File)
+			of.sequential = local && of.direct == nil && 2*len(files) > runtime.GOMAXPROCS(0)
 		}
 		ld.files = append(ld.files, of)
 		if err != nil {
@@ -310,7 +326,7 @@ func (l *Loader) start(ctx context.Context, files []safetensors.DataSection, opt
 	}
 	for range workers {
 		ld.wg.Add(1)
-		go ld.worker()
+		go ld.worker(ld.work)
 	}
 	ld.wg.Add(1)
 	go ld.schedule()
@@ -458,12 +474,29 @@ func (ld *load) schedule() {
 		seq     int    // the next piece of the file's hash
 		covered uint64 // where the pieces queued end, in the data section
 		queued  uint64 // the bytes queued
+		work    chan chunkJob
 	}
 	var active []*cursor
+	defer func() {
+		for _, c := range active {
+			if c.work != ld.work {
+				close(c.work)
+			}
+		}
+	}()
 	next := 0
 	for {
 		for len(active) < side && next < len(ld.files) {
-			active = append(active, &cursor{f: &ld.files[next]})
+			c := &cursor{f: &ld.files[next], work: ld.work}
+			if c.f.sequential {
+				// One goroutine reads the file in order and hashes each
+				// piece as soon as it is read, while the piece is in the
+				// processor's cache.
+				c.work = make(chan chunkJob, 2)
+				ld.wg.Add(1)
+				go ld.worker(c.work)
+			}
+			active = append(active, c)
 			next++
 		}
 		if len(active) == 0 {
@@ -479,8 +512,11 @@ func (ld *load) schedule() {
 		f := c.f
 		if c.i == len(f.Tensors) {
 			// The rest of the file, if any, closes its hash.
-			if f.hash != nil && !ld.queue(chunkJob{f: f, seq: c.seq, hb: c.covered, he: max(c.covered, f.hash.dataLen), last: true}) {
+			if f.hash != nil && !ld.queue(c.work, chunkJob{f: f, seq: c.seq, hb: c.covered, he: max(c.covered, f.hash.dataLen), last: true}) {
 				return
+			}
+			if c.work != ld.work {
+				close(c.work)
 			}
 			active = slices.Delete(active, k, k+1)
 			continue
@@ -489,7 +525,7 @@ func (ld *load) schedule() {
 		c.i++
 		if f.hash != nil && info.DataOffsets[0] > c.covered {
 			// Bytes that no tensor loaded covers.
-			if !ld.queue(chunkJob{f: f, seq: c.seq, hb: c.covered, he: info.DataOffsets[0]}) {
+			if !ld.queue(c.work, chunkJob{f: f, seq: c.seq, hb: c.covered, he: info.DataOffsets[0]}) {
 				return
 			}
 			c.seq++
@@ -505,7 +541,7 @@ func (ld *load) schedule() {
 			return // stopped
 		}
 		t := &tensorJob{file: f, info: info, dst: dst, slot: slot, waits: 1}
-		chunks := ld.split(t, fileOff)
+		chunks := ld.split(t, fileOff, f.sequential)
 		t.pending = len(chunks)
 		c.queued += uint64(size)
 		if len(chunks) == 0 {
@@ -530,17 +566,18 @@ func (ld *load) schedule() {
 				c.seq++
 				c.covered = max(c.covered, e)
 			}
-			if !ld.queue(ch) {
+			if !ld.queue(c.work, ch) {
 				return
 			}
 		}
 	}
 }
 
-// queue queues a chunk, and reports false if the load stopped first.
-func (ld *load) queue(c chunkJob) bool {
+// queue queues a chunk on work, and reports false if the load stopped
+// first.
+func (ld *load) queue(work chan<- chunkJob, c chunkJob) bool {
 	select {
-	case ld.work <- c:
+	case work <- c:
 		return true
 	case <-ld.ctx.Done():
 		return false
@@ -549,12 +586,16 @@ func (ld *load) queue(c chunkJob) bool {
 
 // split cuts a tensor into reads: for direct I/O its unaligned head and
 // tail apart from aligned chunks, else chunks of ld.chunk bytes.
-func (ld *load) split(t *tensorJob, fileOff int64) []chunkJob {
+func (ld *load) split(t *tensorJob, fileOff int64, sequential bool) []chunkJob {
 	size := len(t.dst)
 	var out []chunkJob
+	chunk := ld.chunk
+	if sequential {
+		chunk = min(chunk, sequentialChunk)
+	}
 	add := func(b, e int) {
 		for b < e {
-			n := min(e-b, ld.chunk)
+			n := min(e-b, chunk)
 			out = append(out, chunkJob{t: t, b: b, e: b + n})
 			b += n
 		}
@@ -582,37 +623,42 @@ func (ld *load) split(t *tensorJob, fileOff int64) []chunkJob {
 // worker reads chunks until there are none left, hashes them for
 // HashFiles and DigestTensors, and hands over each tensor whose last chunk
 // it read, or hashed.
-func (ld *load) worker() {
+func (ld *load) worker(work <-chan chunkJob) {
 	defer ld.wg.Done()
-	for c := range ld.work {
+	for c := range work {
 		if ld.ctx.Err() != nil {
 			continue // drain
 		}
-		if c.t != nil {
-			if err := ld.read(c); err != nil {
-				if ld.ctx.Err() != nil {
-					continue // stopped: the read was aborted, not failed
-				}
+		ld.process(c)
+	}
+}
+
+// process reads a chunk, hashes it, and hands its tensor over if it was
+// the last.
+func (ld *load) process(c chunkJob) {
+	if c.t != nil {
+		if err := ld.read(c); err != nil {
+			if ld.ctx.Err() == nil { // else stopped: the read was aborted, not failed
 				ld.fail(&safetensors.TensorError{Name: c.t.info.Name, Err: fmt.Errorf("%s: %w", c.t.file.Name, err)})
-				continue
 			}
+			return
 		}
-		if c.f.hash != nil {
-			ld.arrived(c)
+	}
+	if c.f.hash != nil {
+		ld.arrived(c)
+	}
+	if c.t == nil {
+		return
+	}
+	ld.mu.Lock()
+	c.t.pending--
+	last := c.t.pending == 0
+	ld.mu.Unlock()
+	if last {
+		if ld.opts.tensors != nil {
+			ld.digest(c.t)
 		}
-		if c.t == nil {
-			continue
-		}
-		ld.mu.Lock()
-		c.t.pending--
-		last := c.t.pending == 0
-		ld.mu.Unlock()
-		if last {
-			if ld.opts.tensors != nil {
-				ld.digest(c.t)
-			}
-			ld.step(c.t)
-		}
+		ld.step(c.t)
 	}
 }
 
