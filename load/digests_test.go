@@ -251,29 +251,34 @@ func TestLoaderDigestsErrors(t *testing.T) {
 	assert.ErrorIs(t, err, errDisk)
 	assert.Contains(t, err.Error(), "hashing "+path)
 
-	// Cancelled, and broken out of.
-	l := &Loader{ChunkSize: 4096, MemoryLimit: 1, Concurrency: 4}
-	for range 10 {
-		n := 0
-		for _, err := range l.Load(context.Background(), r, HashFiles(&d), DigestTensors(&d)) {
-			require.NoError(t, err)
-			if n++; n == 3 {
-				break
+	// Cancelled, and broken out of, the file read in order by one
+	// goroutine (one processor) and in parallel (four).
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for _, procs := range []int{1, 4} {
+		runtime.GOMAXPROCS(procs)
+		l := &Loader{ChunkSize: 4096, MemoryLimit: 1, Concurrency: 4}
+		for range 10 {
+			n := 0
+			for _, err := range l.Load(context.Background(), r, HashFiles(&d), DigestTensors(&d)) {
+				require.NoError(t, err)
+				if n++; n == 3 {
+					break
+				}
 			}
 		}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var last error
-	n := 0
-	for _, err := range l.Load(ctx, r, HashFiles(&d)) {
-		if n++; n == 2 {
-			cancel()
+		ctx, cancel := context.WithCancel(context.Background())
+		var last error
+		n := 0
+		for _, err := range l.Load(ctx, r, HashFiles(&d)) {
+			if n++; n == 2 {
+				cancel()
+			}
+			last = err
 		}
-		last = err
+		cancel()
+		assert.True(t, errors.Is(last, context.Canceled), "GOMAXPROCS %d: %v", procs, last)
+		assertNoLoadGoroutines(t)
 	}
-	assert.True(t, errors.Is(last, context.Canceled), "%v", last)
-	assertNoLoadGoroutines(t)
 }
 
 var _ io.ReaderAt = brokenReaderAt{}
