@@ -32,7 +32,8 @@ type options struct {
 // order as they arrive, by one goroutine at a time, while the next are
 // read; with more, each local file read through the page cache is read in
 // order by a goroutine of its own, which hashes each piece of 1 MiB as
-// soon as it has read it, while it is in the processor's cache. A load
+// soon as it has read it, while it is in the processor's cache (those
+// goroutines are the load's own, beside the Loader's Concurrency). A load
 // with HashFiles takes about the time of the slower of loading and
 // hashing alone. Bytes of a file that
 // no tensor loaded covers (tensors left out of a checkpoint's index) are
