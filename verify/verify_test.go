@@ -1,0 +1,139 @@
+package verify
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha1"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/safetensors-go/safetensors"
+)
+
+// tinyModel returns the bytes of a small safetensors file.
+func tinyModel(t *testing.T) []byte {
+	p := filepath.Join(t.TempDir(), "m.safetensors")
+	require.NoError(t, safetensors.WriteFile(p, []safetensors.Tensor{{Name: "w", DType: safetensors.F32, Shape: []uint64{4}, Data: make([]byte, 16)}}, nil))
+	b, err := os.ReadFile(p)
+	require.NoError(t, err)
+	return b
+}
+
+func sha256Hex(b []byte) string { d := sha256.Sum256(b); return hex.EncodeToString(d[:]) }
+
+// gitSHA1 is git's blob id, computed as git hash-object does.
+func gitSHA1(b []byte) string {
+	h := sha1.New()
+	fmt.Fprintf(h, "blob %d\x00", len(b))
+	h.Write(b)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// snapshot lays out a Hugging Face cache folder as huggingface_hub does:
+// blobs named by SHA-256 (large files) or git SHA-1 (small ones), and a
+// snapshot of links to them.
+func snapshot(t *testing.T, files map[string][]byte, small map[string]bool) string {
+	cache := filepath.Join(t.TempDir(), "models--org--m")
+	snap := filepath.Join(cache, "snapshots", "0123abc")
+	require.NoError(t, os.MkdirAll(filepath.Join(cache, "blobs"), 0o755))
+	require.NoError(t, os.MkdirAll(snap, 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(cache, "refs"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(cache, "refs", "main"), []byte("0123abc"), 0o644))
+	for name, b := range files {
+		blob := sha256Hex(b)
+		if small[name] {
+			blob = gitSHA1(b)
+		}
+		require.NoError(t, os.WriteFile(filepath.Join(cache, "blobs", blob), b, 0o644))
+		require.NoError(t, os.Symlink(filepath.Join("..", "..", "blobs", blob), filepath.Join(snap, name)))
+	}
+	return cache
+}
+
+func TestCacheBlobs(t *testing.T) {
+	model, config := tinyModel(t), []byte(`{"model_type": "x"}`)
+	cache := snapshot(t, map[string][]byte{"model.safetensors": model, "config.json": config}, map[string]bool{"config.json": true})
+	r, err := Model(context.Background(), cache)
+	require.NoError(t, err)
+	require.NoError(t, r.Err())
+	require.Len(t, r.Files, 2)
+	for _, f := range r.Files {
+		require.Len(t, f.Checks, 1, f.Name)
+		assert.Equal(t, RefCacheBlob, f.Checks[0].Reference)
+	}
+	assert.Equal(t, GitSHA1, r.Files[0].Checks[0].Algorithm, "config.json, a small file kept in git")
+	assert.Equal(t, SHA256, r.Files[1].Checks[0].Algorithm)
+
+	// A corrupted blob of each kind: named, with both digests.
+	blobs := filepath.Join(cache, "blobs")
+	for _, name := range []string{sha256Hex(model), gitSHA1(config)} {
+		b, err := os.ReadFile(filepath.Join(blobs, name))
+		require.NoError(t, err)
+		b[len(b)-2] ^= 1
+		require.NoError(t, os.WriteFile(filepath.Join(blobs, name), b, 0o644))
+		r, err := Model(context.Background(), cache)
+		require.NoError(t, err)
+		err = r.Err()
+		require.ErrorIs(t, err, ErrMismatch)
+		assert.Contains(t, err.Error(), name)
+		b[len(b)-2] ^= 1
+		require.NoError(t, os.WriteFile(filepath.Join(blobs, name), b, 0o644))
+	}
+
+	// A folder with no reference: said plainly.
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "model.safetensors"), model, 0o644))
+	r, err = Model(context.Background(), dir)
+	require.NoError(t, err)
+	require.ErrorIs(t, r.Err(), ErrNoReference)
+	assert.Equal(t, []string{"model.safetensors"}, r.Unchecked())
+}
+
+// TestRemote serves a model as the Hub does: X-Linked-Etag and
+// X-Linked-Size for the weights, a git SHA-1 ETag for the index, and a
+// server that says neither.
+func TestRemote(t *testing.T) {
+	model := tinyModel(t)
+	serve := func(linked string, body []byte) *httptest.Server {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if linked != "" {
+				w.Header().Set("X-Linked-Etag", `"`+linked+`"`)
+				w.Header().Set("X-Linked-Size", fmt.Sprint(len(model)))
+			}
+			w.Header().Set("ETag", `"v1"`)
+			http.ServeContent(w, r, "model.safetensors", time.Time{}, bytes.NewReader(body))
+		}))
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	srv := serve(sha256Hex(model), model)
+	r, err := Model(context.Background(), srv.URL+"/model.safetensors")
+	require.NoError(t, err)
+	require.NoError(t, r.Err())
+	require.Len(t, r.Files[0].Checks, 2)
+	assert.Equal(t, RefLinkedETag, r.Files[0].Checks[0].Reference)
+
+	// The bytes served are not those the server names: a mismatch.
+	bad := append([]byte(nil), model...)
+	bad[len(bad)-1] ^= 1
+	srv = serve(sha256Hex(model), bad)
+	r, err = Model(context.Background(), srv.URL+"/model.safetensors")
+	require.NoError(t, err)
+	require.ErrorIs(t, r.Err(), ErrMismatch)
+
+	// No X-Linked-Etag, an ETag that is no digest: no reference.
+	srv = serve("", model)
+	r, err = Model(context.Background(), srv.URL+"/model.safetensors")
+	require.NoError(t, err)
+	require.ErrorIs(t, r.Err(), ErrNoReference)
+}
