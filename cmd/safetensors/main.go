@@ -289,11 +289,11 @@ func statusOf(err error) int {
 // prefix replaces.
 func errorText(err error) string {
 	msg := err.Error()
-	for _, p := range []string{"safetensors: ", "checkpoint: ", "quant: ", "check: ", "diff: ", "remote: ", "dataset: "} {
+	for _, p := range []string{"safetensors: ", "checkpoint: ", "quant: ", "check: ", "diff: ", "remote: ", "dataset: ", "verify: ", "signing: "} {
 		msg = strings.TrimPrefix(msg, p)
 	}
 	// "open f: safetensors: header too large" → "open f: header too large"
-	for _, p := range []string{"safetensors", "checkpoint", "remote", "dataset"} {
+	for _, p := range []string{"safetensors", "checkpoint", "remote", "dataset", "verify", "signing"} {
 		msg = strings.ReplaceAll(msg, ": "+p+": ", ": ")
 	}
 	return msg

@@ -53,6 +53,7 @@ var optionalKeys = map[string]bool{
 var nullableKeys = map[string]bool{
 	"value_count": true, "min": true, "max": true, "mean": true, "std": true, "nan_count": true, "inf_count": true,
 	"max_abs_diff": true, "max_rel_diff": true, "value_a": true, "value_b": true,
+	"signature": true, // verify without --signature
 }
 
 // mapKeys are the fields whose value is a map of any keys, every value of
@@ -178,6 +179,10 @@ func TestJSONSchema(t *testing.T) {
 	runs = append(runs,
 		[]string{"inspect", ds}, []string{"validate", ds, file, missing}, []string{"quantize", file, filepath.Join(t.TempDir(), "q")},
 		[]string{"quantize", sharded, filepath.Join(t.TempDir(), "q")}, []string{"version"})
+	key, pub := signingKeys(t)
+	sig := filepath.Join(t.TempDir(), "model.sig")
+	runs = append(runs, []string{"sign", "--key", key, "--signature", sig, sharded}, []string{"verify", "--signature", sig, "--key", pub, sharded},
+		[]string{"verify", file}, []string{"verify", url}, []string{"verify", pipeline})
 	seen := map[string]bool{}
 	for _, args := range runs {
 		args = append([]string{args[0], "--json"}, args[1:]...)

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/safetensors-go/safetensors"
+)
+
+// signingKeys writes a new ECDSA P-384 key pair and returns the paths of
+// its private and public PEM files.
+func signingKeys(t *testing.T) (priv, pub string) {
+	k, err := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
+	require.NoError(t, err)
+	der, err := x509.MarshalPKCS8PrivateKey(k)
+	require.NoError(t, err)
+	pubDER, err := x509.MarshalPKIXPublicKey(&k.PublicKey)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	priv, pub = filepath.Join(dir, "key.priv"), filepath.Join(dir, "key.pub")
+	require.NoError(t, os.WriteFile(priv, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600))
+	require.NoError(t, os.WriteFile(pub, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}), 0o644))
+	return priv, pub
+}
+
+// TestSignVerify signs a folder with the command (the signature inside
+// it, which it leaves out), verifies it, and checks the exit statuses of
+// a change, a file with no reference, and usage errors.
+func TestSignVerify(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "m")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	file := filepath.Join(dir, "model.safetensors")
+	require.NoError(t, safetensors.WriteFile(file, tinyLlama(), nil))
+	priv, pub := signingKeys(t)
+	sig := filepath.Join(dir, "model.sig")
+	status, stdout, stderr := runCmd("sign", "--key", priv, "--signature", sig, dir)
+	require.Equal(t, exitOK, status, stderr)
+	assert.Contains(t, stdout, "signed 1 file (files) into")
+
+	status, stdout, stderr = runCmd("verify", "--signature", sig, "--key", pub, dir)
+	require.Equal(t, exitOK, status, stdout+stderr)
+	assert.Contains(t, stdout, "model.safetensors: ok: signature sha256")
+
+	status, stdout, _ = runCmd("verify", dir)
+	assert.Equal(t, exitFail, status, "no reference")
+	assert.Contains(t, stdout, "unchecked: no reference")
+	status, _, _ = runCmd("verify", "--structure-only", dir)
+	assert.Equal(t, exitOK, status)
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "extra.txt"), []byte("x"), 0o644))
+	status, stdout, _ = runCmd("verify", "--signature", sig, "--key", pub, dir)
+	assert.Equal(t, exitFail, status)
+	assert.Contains(t, stdout, "not signed: extra.txt")
+
+	for _, args := range [][]string{{"verify", "--key", pub, dir}, {"sign", dir}, {"verify"}} {
+		status, _, stderr := runCmd(args...)
+		assert.Equal(t, exitTrouble, status, "%q", args)
+		assert.True(t, strings.HasSuffix(stderr, "run 'safetensors help "+args[0]+"' for usage\n"), "%q: %s", args, stderr)
+	}
+	status, _, stderr = runCmd("verify", "--signature", sig, "--key", sig, dir)
+	assert.Equal(t, exitTrouble, status)
+	assert.Contains(t, stderr, "safetensors verify: "+sig+": ")
+}
