@@ -29,6 +29,8 @@ var apiPackages = map[string]string{
 	"load":       "load.txt",
 	"quant":      "quant.txt",
 	"remote":     "remote.txt",
+	"signing":    "signing.txt",
+	"verify":     "verify.txt",
 }
 
 // TestAPI fails when a package's exported API differs from the one its
