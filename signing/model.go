@@ -26,7 +26,7 @@ type options struct {
 	noGit     bool
 	chain     [][]byte
 	name      string
-	progress  func(uint64)
+	progress  func(done, total uint64)
 	digests   map[string]string
 }
 
@@ -98,8 +98,8 @@ func ModelName(name string) Option {
 }
 
 // Progress makes Sign and Verify call report, from any goroutine, with the
-// count of the bytes hashed so far.
-func Progress(report func(done uint64)) Option {
+// count of the bytes hashed so far and of those to hash.
+func Progress(report func(done, total uint64)) Option {
 	return func(o *options) error { o.progress = report; return nil }
 }
 
@@ -129,12 +129,20 @@ func hash(ctx context.Context, f *Folder, files []File, m *Manifest, o *options)
 			jobs = append(jobs, hashJob{i, start, min(start+m.ShardSize, file.Size)})
 		}
 	}
+	var total uint64
+	for _, j := range jobs {
+		if j.end >= 0 {
+			total += uint64(j.end - j.start)
+		} else if _, ok := o.digests[files[j.file].Name]; !ok {
+			total += uint64(files[j.file].Size)
+		}
+	}
 	out := make([]Resource, len(jobs))
 	bufs := make([][]byte, parallelism())
 	var done atomic.Uint64
 	report := func(n int) {
 		if o.progress != nil {
-			o.progress(done.Add(uint64(n)))
+			o.progress(done.Add(uint64(n)), total)
 		}
 	}
 	err := parallel.For(ctx, len(jobs), len(bufs), func(worker, i int) error {

@@ -189,18 +189,13 @@ func (r *Report) Unchecked() []string {
 }
 
 // Err returns nil when every file holds against a reference and the
-// structure is sound; otherwise the first of: the structure's error, the
-// signature's, an error wrapping ErrMismatch that names every file that
-// differs (both digests and the reference), is missing or is not signed,
-// a file's read error, and an error wrapping ErrNoReference that names
-// the files no reference covered.
+// structure is sound; otherwise the first of: an error wrapping
+// ErrMismatch that names every file that differs from a reference (both
+// digests and the reference), is signed and missing, or is not signed;
+// the signature's own error (it does not verify, or cannot be read); the
+// structure's error; a file's read error; and an error wrapping
+// ErrNoReference that names the files no reference covered.
 func (r *Report) Err() error {
-	if r.Structure != nil {
-		return r.Structure
-	}
-	if s := r.Signature; s != nil && s.Err != nil {
-		return s.Err
-	}
 	var bad []string
 	for _, f := range r.Files {
 		for _, c := range f.Checks {
@@ -219,6 +214,12 @@ func (r *Report) Err() error {
 	}
 	if len(bad) > 0 {
 		return fmt.Errorf("%w: %s", ErrMismatch, strings.Join(bad, "; "))
+	}
+	if s := r.Signature; s != nil && s.Err != nil {
+		return s.Err
+	}
+	if r.Structure != nil {
+		return r.Structure
 	}
 	for _, f := range r.Files {
 		if f.Err != nil {
@@ -277,7 +278,9 @@ func exists(name string) bool {
 type job struct {
 	file    *File
 	gitSHA1 bool
-	open    func() (io.ReaderAt, int64, func(), error)
+	// chunk is the size of each read: a range request each over HTTP.
+	chunk int
+	open  func() (io.ReaderAt, int64, func(), error)
 }
 
 // hashAll hashes every job's file, big files first, on every core,
@@ -301,8 +304,8 @@ func hashAll(ctx context.Context, jobs []job, workers int, o *options) []string 
 	parallel.For(ctx, len(order), workers, func(worker, k int) error {
 		i := order[k]
 		j := jobs[i]
-		if bufs[worker] == nil {
-			bufs[worker] = make([]byte, digest.BufferSize)
+		if len(bufs[worker]) < max(j.chunk, digest.BufferSize) {
+			bufs[worker] = make([]byte, max(j.chunk, digest.BufferSize))
 		}
 		ra, size, closeFn, err := j.open()
 		if err != nil {
@@ -509,6 +512,13 @@ func signatureChecks(ctx context.Context, dir string, r *Report, o *options, ign
 	}
 }
 
+// remoteChunk is the size of the range requests that read a file over
+// HTTP: a request per 16 MiB, and at most remoteWorkers of them at once.
+const (
+	remoteChunk   = 16 << 20
+	remoteWorkers = 4
+)
+
 // verifyRemote verifies a model over HTTP: its safetensors files and
 // indexes, each read once, against what the server says of them.
 func verifyRemote(ctx context.Context, ck *checkpoint.Checkpoint, r *Report, o *options) error {
@@ -548,10 +558,10 @@ func verifyRemote(ctx context.Context, ck *checkpoint.Checkpoint, r *Report, o *
 		}
 		pubs[i] = f.Published()
 		r.Files[i].Size = f.Size()
-		jobs[i] = job{file: &r.Files[i], gitSHA1: pubs[i].LinkedETag == "" && isHex(pubs[i].ETag, 40),
+		jobs[i] = job{file: &r.Files[i], gitSHA1: pubs[i].LinkedETag == "" && isHex(pubs[i].ETag, 40), chunk: remoteChunk,
 			open: func() (io.ReaderAt, int64, func(), error) { return f, f.Size(), func() {}, nil }}
 	}
-	gits := hashAll(ctx, jobs, 4, o)
+	gits := hashAll(ctx, jobs, remoteWorkers, o)
 	for i := range r.Files {
 		f, p := &r.Files[i], pubs[i]
 		if f.Err != nil {

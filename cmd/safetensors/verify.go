@@ -196,16 +196,19 @@ func newVerifyOutput(name string, r *verify.Report, structureOnly bool) *verifyO
 		err = nil
 	}
 	if err != nil {
+		out.Error = reason(name, err)
 		out.Status = exitFail
-		if r.Structure != nil && !invalid(r.Structure) {
-			out.Status = exitTrouble
-		}
-		for _, f := range r.Files {
-			if f.Err != nil && err == f.Err {
+		switch {
+		case errors.Is(err, verify.ErrMismatch), errors.Is(err, verify.ErrNoReference):
+		case r.Signature != nil && err == r.Signature.Err:
+			// A signature that does not verify is a finding; one that
+			// cannot be read at all is trouble.
+			if !errors.Is(err, signing.ErrBadSignature) && !errors.Is(err, signing.ErrInvalidSignature) && !errors.Is(err, signing.ErrCertificate) {
 				out.Status = statusOf(err)
 			}
+		default: // the structure, a file that cannot be read
+			out.Status = statusOf(err)
 		}
-		out.Error = reason(name, err)
 	}
 	return out
 }
@@ -328,7 +331,7 @@ could not be written.`)
 	meter := newMeter(stderr, name, *asJSON)
 	defer meter.Done()
 	if meter != nil {
-		opts = append(opts, signing.Progress(func(done uint64) { meter.Update(done, 0) }))
+		opts = append(opts, signing.Progress(meter.Update))
 	}
 	bundle, m, err := signing.Sign(ctx, name, key, opts...)
 	meter.Done()
