@@ -167,11 +167,14 @@ func TestHostile(t *testing.T) {
 	assert.Equal(t, int64(2), r.Manifest.ShardSize)
 
 	// A symbolic link leading out of the folder: refused, not read.
-	require.NoError(t, os.Symlink(outside, filepath.Join(dir, "link")))
-	_, err = Verify(context.Background(), dir, good, v)
-	assert.ErrorIs(t, err, ErrInvalidSignature)
-	assert.ErrorContains(t, err, "leads out of the model's folder")
-	require.NoError(t, os.Remove(filepath.Join(dir, "link")))
+	if err := os.Symlink(outside, filepath.Join(dir, "link")); err != nil {
+		t.Logf("no symbolic links here: %v", err)
+	} else {
+		_, err = Verify(context.Background(), dir, good, v)
+		assert.ErrorIs(t, err, ErrInvalidSignature)
+		assert.ErrorContains(t, err, "leads out of the model's folder")
+		require.NoError(t, os.Remove(filepath.Join(dir, "link")))
+	}
 
 	// Keys: truncated, of another kind, another key.
 	der, _ := x509.MarshalPKIXPublicKey(&k.PublicKey)

@@ -14,11 +14,15 @@
 //     in LFS or Xet, and with an ETag that is its git blob SHA-1 for a
 //     small file kept in git. The bytes hashed are those of the version
 //     that answer pinned (see the remote package), read once.
-//   - RefLFSPointer: a Git LFS pointer (oid sha256:HEX, size N) for the
-//     file: in a git clone, the pointer that HEAD commits for it (read
-//     with the git command, when there is one), and a pointer file left
-//     in the folder in place of the file it stands for, which is itself
-//     an error, since the content is missing.
+//   - RefLFSPointer, RefGitHEAD: in a git clone (a folder that holds
+//     .git itself; a repository the folder merely sits in is not looked
+//     for), what HEAD commits for each file, read with the git command
+//     when it is installed (ls-tree and cat-file, nothing else): the Git
+//     LFS pointer (oid sha256:HEX, size N) of a file in LFS, the blob's
+//     git SHA-1 of a file kept in git. A pointer file left in the folder
+//     in place of the file it stands for is a failed RefLFSPointer check:
+//     the content is missing. Line-ending conversion (core.autocrlf) makes
+//     a text file differ from its blob.
 //   - RefSignature: an OpenSSF Model Signing signature (see the signing
 //     package), whose file list must be the folder's.
 //

@@ -372,13 +372,14 @@ func verifyLocal(ctx context.Context, target string, ck *checkpoint.Checkpoint, 
 	} else if files, err = folder.Files(ignore); err != nil {
 		return err
 	}
+	refs := gitRefs(ctx, dir)
 	r.Files = make([]File, len(files))
 	jobs := make([]job, len(files))
 	for i, f := range files {
 		r.Files[i] = File{Name: f.Name, Size: f.Size}
 		name := f.Name
 		blob := blobName(f.Link)
-		jobs[i] = job{file: &r.Files[i], gitSHA1: len(blob) == 40, open: func() (io.ReaderAt, int64, func(), error) {
+		jobs[i] = job{file: &r.Files[i], gitSHA1: len(blob) == 40 || refs[name].blob != "", open: func() (io.ReaderAt, int64, func(), error) {
 			fh, err := folder.Open(name)
 			if err != nil {
 				return nil, 0, nil, err
@@ -406,6 +407,9 @@ func verifyLocal(ctx context.Context, target string, ck *checkpoint.Checkpoint, 
 			}
 			c.Holds = c.Expected == c.Actual
 			rf.Checks = append(rf.Checks, c)
+		}
+		if ref, ok := refs[f.Name]; ok {
+			gitChecks(rf, ref, gits[i])
 		}
 		if f.Size <= filekind.Len {
 			pointerCheck(folder, rf)

@@ -25,8 +25,10 @@ and whether it holds:
   - x-linked-etag, etag: over HTTP, the X-Linked-Etag (SHA-256) and
     X-Linked-Size the Hub sends for LFS and Xet files, and the ETag that is
     the git blob SHA-1 of a small file kept in git;
-  - lfs-pointer: a Git LFS pointer found in place of the file (the content
-    was never fetched: an error);
+  - lfs-pointer, git-head: in a git clone (the folder holds .git), what HEAD
+    commits for the file, read with git when it is installed: the LFS
+    pointer's SHA-256 and size, or the blob's git SHA-1; a Git LFS pointer
+    found in place of the file is an error (the content was never fetched);
   - signature: an OpenSSF Model Signing signature (--signature with --key or
     --cert), as 'model_signing sign' writes it; its list of files must be the
     folder's, and missing or unsigned files are named.
