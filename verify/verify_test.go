@@ -213,3 +213,29 @@ func TestRemoteGitETag(t *testing.T) {
 		}
 	}
 }
+
+// TestRemoteRedirect serves a file as the Hub serves one in LFS or Xet:
+// the resolve URL answers 302 with X-Linked-Etag and X-Linked-Size, and
+// the storage it redirects to serves the bytes with an ETag of its own.
+func TestRemoteRedirect(t *testing.T) {
+	model := tinyModel(t)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/org/m/resolve/main/model.safetensors", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Linked-Etag", `"`+sha256Hex(model)+`"`)
+		w.Header().Set("X-Linked-Size", fmt.Sprint(len(model)))
+		w.Header().Set("ETag", `"`+sha256Hex(model)+`"`)
+		http.Redirect(w, r, "/storage/blob", http.StatusFound)
+	})
+	mux.HandleFunc("/storage/blob", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("ETag", `"cdn-1"`)
+		http.ServeContent(w, r, "blob", time.Time{}, bytes.NewReader(model))
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	r, err := Model(context.Background(), srv.URL+"/org/m/resolve/main/model.safetensors")
+	require.NoError(t, err)
+	require.NoError(t, r.Err())
+	require.Len(t, r.Files[0].Checks, 2)
+	assert.Equal(t, Check{Reference: RefLinkedETag, Algorithm: SHA256, Source: srv.URL + "/org/m/resolve/main/model.safetensors", Expected: sha256Hex(model), Actual: sha256Hex(model), Holds: true}, r.Files[0].Checks[0])
+	assert.Equal(t, fmt.Sprint(len(model)), r.Files[0].Checks[1].Actual)
+}
