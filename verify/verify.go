@@ -117,6 +117,10 @@ type Report struct {
 	// Structure is the error of the structural checks (checkpoint.Open),
 	// or nil.
 	Structure error
+	// NoModel says why the structure could not be checked: the folder
+	// holds no safetensors model (checkpoint.ErrNoModel), only other
+	// files, which the references check all the same; "" otherwise.
+	NoModel string
 }
 
 // A File is a file of the model and the checks made of it.
@@ -235,7 +239,9 @@ func (r *Report) Err() error {
 // Model verifies the model target, any input checkpoint.Open takes: a
 // safetensors file, an index, a folder of any library's layout, a Hugging
 // Face cache snapshot (or the model's cache folder), or an http(s) URL of
-// any of these. It checks the structure with checkpoint.Open, then hashes
+// any of these. It checks the structure with checkpoint.Open (a folder
+// holding no safetensors model, only other files, is verified all the
+// same, and Report.NoModel says so), then hashes
 // every file of the model once (on disk: every file of the folder but
 // git's and the signature; over HTTP: the safetensors files and indexes)
 // and checks it against every reference found. The error is for a model
@@ -249,19 +255,32 @@ func Model(ctx context.Context, target string, opts ...Option) (*Report, error) 
 		}
 	}
 	r := &Report{Model: target}
+	var noModel error
 	ck, err := checkpoint.Open(ctx, target, o.ck...)
-	if err != nil {
-		if isURL(target) || errors.Is(err, os.ErrNotExist) && !exists(target) {
-			return nil, err
-		}
-		r.Structure = err
-	} else {
+	switch {
+	case err == nil:
 		defer ck.Close()
+	case isURL(target) || errors.Is(err, os.ErrNotExist) && !exists(target):
+		return nil, err
+	case errors.Is(err, checkpoint.ErrNoModel):
+		r.NoModel = err.Error()
+		noModel = err
+	default:
+		r.Structure = err
 	}
 	if isURL(target) {
-		return r, verifyRemote(ctx, ck, r, o)
+		if err := verifyRemote(ctx, ck, r, o); err != nil {
+			return nil, err
+		}
+		return r, nil
 	}
-	return r, verifyLocal(ctx, target, ck, r, o)
+	if err := verifyLocal(ctx, target, ck, r, o); err != nil {
+		return nil, err
+	}
+	if noModel != nil && len(r.Files) == 0 {
+		return nil, noModel // nothing at all to verify
+	}
+	return r, nil
 }
 
 func isURL(s string) bool {

@@ -163,8 +163,11 @@ type verifyCheck struct {
 
 func newVerifyOutput(name string, r *verify.Report, structureOnly bool) *verifyOutput {
 	out := &verifyOutput{Model: name, Dir: r.Dir, Structure: "ok", Files: []verifyFileOutput{}}
-	if r.Structure != nil {
+	switch {
+	case r.Structure != nil:
 		out.Structure = reason(name, r.Structure)
+	case r.NoModel != "":
+		out.Structure = "none: " + reason(name, errors.New(r.NoModel))
 	}
 	for i := range r.Files {
 		f := &r.Files[i]
@@ -255,11 +258,17 @@ func (out *verifyOutput) print(w io.Writer) error {
 			}
 		}
 	}
-	if out.Structure != "ok" {
+	structure := "ok"
+	switch {
+	case strings.HasPrefix(out.Structure, "none: "):
+		structure = "not checked (no safetensors model)"
+		fmt.Fprintf(&b, "structure: not checked: %s\n", strings.TrimPrefix(out.Structure, "none: "))
+	case out.Structure != "ok":
+		structure = "invalid"
 		fmt.Fprintf(&b, "structure: %s\n", out.Structure)
 	}
 	fmt.Fprintf(&b, "%s: %s checked against a reference, %d mismatched, %d unchecked; structure %s\n",
-		out.Model, plural(out.CheckedCount, "file"), out.MismatchCount, out.UncheckedCount, map[bool]string{true: "ok", false: "invalid"}[out.Structure == "ok"])
+		out.Model, plural(out.CheckedCount, "file"), out.MismatchCount, out.UncheckedCount, structure)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
