@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/safetensors-go/safetensors/internal/regular"
 )
 
 // GitPaths are the paths that model_signing leaves out of a signature
@@ -58,23 +60,15 @@ func (f *Folder) Close() error { return f.root.Close() }
 // Open opens the file name (slash-separated, inside the folder) for
 // reading, following symbolic links that stay inside the folder (or, for
 // a cache snapshot, the model's cache folder). It refuses anything but a
-// regular file.
+// regular file (an error wrapping safetensors.ErrNotRegular) without
+// waiting on a FIFO.
 func (f *Folder) Open(name string) (*os.File, error) {
 	if !localPath(name) {
 		return nil, fmt.Errorf("signing: %s: %q is not a path inside the folder", f.dir, name)
 	}
-	file, err := f.root.Open(f.prefix + name)
+	file, err := regular.Open(f.root.OpenFile, f.prefix+name)
 	if err != nil {
 		return nil, f.pathError(name, err)
-	}
-	info, err := file.Stat()
-	if err != nil {
-		file.Close()
-		return nil, err
-	}
-	if !info.Mode().IsRegular() {
-		file.Close()
-		return nil, fmt.Errorf("signing: %s: not a regular file (%s)", filepath.Join(f.dir, filepath.FromSlash(name)), info.Mode().Type())
 	}
 	return file, nil
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/safetensors-go/safetensors/internal/digest"
 	"github.com/safetensors-go/safetensors/internal/filekind"
 	"github.com/safetensors-go/safetensors/internal/parallel"
+	"github.com/safetensors-go/safetensors/internal/regular"
 	"github.com/safetensors-go/safetensors/remote"
 	"github.com/safetensors-go/safetensors/signing"
 )
@@ -370,6 +371,8 @@ func verifyLocal(ctx context.Context, target string, ck *checkpoint.Checkpoint, 
 		dir, only = filepath.Dir(target), filepath.Base(target)
 	} else if ck != nil {
 		dir = ck.Dir() // the snapshot of a model's cache folder
+	} else {
+		dir = snapshotOf(target)
 	}
 	r.Dir = dir
 	folder, err := signing.OpenFolder(dir)
@@ -438,6 +441,25 @@ func verifyLocal(ctx context.Context, target string, ck *checkpoint.Checkpoint, 
 		signatureChecks(ctx, dir, r, o, ignore)
 	}
 	return nil
+}
+
+// snapshotOf returns the snapshot that refs/main names, for dir the cache
+// folder of a model in the Hugging Face cache (models--ORG--NAME), as
+// checkpoint.Open finds it; otherwise dir. It serves where Open failed.
+func snapshotOf(dir string) string {
+	if !strings.HasPrefix(filepath.Base(filepath.Clean(dir)), "models--") {
+		return dir
+	}
+	ref, err := regular.ReadFile(os.OpenFile, filepath.Join(dir, "refs", "main"))
+	rev := strings.TrimSpace(string(ref))
+	if err != nil || len(ref) > 256 || !filepath.IsLocal(rev) || strings.ContainsAny(rev, `/\`) || rev == "." {
+		return dir
+	}
+	snap := filepath.Join(dir, "snapshots", rev)
+	if info, err := os.Stat(snap); err == nil && info.IsDir() {
+		return snap
+	}
+	return dir
 }
 
 // inside returns the path of name relative to dir if name is in dir.

@@ -94,6 +94,20 @@ func TestCacheBlobs(t *testing.T) {
 		require.NoError(t, os.WriteFile(filepath.Join(blobs, name), b, 0o644))
 	}
 
+	// A blob whose header is broken: the structure fails, and the file
+	// is still named as differing from its blob.
+	name := sha256Hex(model)
+	b, err := os.ReadFile(filepath.Join(blobs, name))
+	require.NoError(t, err)
+	b[0] ^= 0xff
+	require.NoError(t, os.WriteFile(filepath.Join(blobs, name), b, 0o644))
+	r, err = Model(context.Background(), cache)
+	require.NoError(t, err)
+	require.Error(t, r.Structure)
+	require.ErrorIs(t, r.Err(), ErrMismatch)
+	assert.Len(t, r.Files, 2, "the snapshot's files, found without checkpoint.Open")
+	assert.Contains(t, r.Err().Error(), "model.safetensors: sha256 "+sha256Hex(b))
+
 	// A folder with no reference: said plainly.
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "model.safetensors"), model, 0o644))
