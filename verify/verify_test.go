@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,9 +24,13 @@ import (
 )
 
 // tinyModel returns the bytes of a small safetensors file.
-func tinyModel(t *testing.T) []byte {
+func tinyModel(t *testing.T) []byte { return modelOf(t, 16) }
+
+// modelOf returns the bytes of a safetensors file of one tensor of n
+// bytes.
+func modelOf(t *testing.T, n int) []byte {
 	p := filepath.Join(t.TempDir(), "m.safetensors")
-	require.NoError(t, safetensors.WriteFile(p, []safetensors.Tensor{{Name: "w", DType: safetensors.F32, Shape: []uint64{4}, Data: make([]byte, 16)}}, nil))
+	require.NoError(t, safetensors.WriteFile(p, []safetensors.Tensor{{Name: "w", DType: safetensors.U8, Shape: []uint64{uint64(n)}, Data: make([]byte, n)}}, nil))
 	b, err := os.ReadFile(p)
 	require.NoError(t, err)
 	return b
@@ -121,9 +126,11 @@ func TestCacheBlobs(t *testing.T) {
 // X-Linked-Size for the weights, a git SHA-1 ETag for the index, and a
 // server that says neither.
 func TestRemote(t *testing.T) {
-	model := tinyModel(t)
+	model := modelOf(t, 20<<20) // more than one range request
+	var served atomic.Int64
 	serve := func(linked string, body []byte) *httptest.Server {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w = countingWriter{w, &served}
 			if linked != "" {
 				w.Header().Set("X-Linked-Etag", `"`+linked+`"`)
 				w.Header().Set("X-Linked-Size", fmt.Sprint(len(model)))
@@ -140,6 +147,9 @@ func TestRemote(t *testing.T) {
 	require.NoError(t, r.Err())
 	require.Len(t, r.Files[0].Checks, 2)
 	assert.Equal(t, RefLinkedETag, r.Files[0].Checks[0].Reference)
+	// Read once: the file, and the first bytes that opening it (for the
+	// structure, then for the hash) fetch, at most 64 KiB each.
+	assert.LessOrEqual(t, served.Load(), int64(len(model))+2*64<<10)
 
 	// The bytes served are not those the server names: a mismatch.
 	bad := append([]byte(nil), model...)
@@ -252,4 +262,15 @@ func TestRemoteRedirect(t *testing.T) {
 	require.Len(t, r.Files[0].Checks, 2)
 	assert.Equal(t, Check{Reference: RefLinkedETag, Algorithm: SHA256, Source: srv.URL + "/org/m/resolve/main/model.safetensors", Expected: sha256Hex(model), Actual: sha256Hex(model), Holds: true}, r.Files[0].Checks[0])
 	assert.Equal(t, fmt.Sprint(len(model)), r.Files[0].Checks[1].Actual)
+}
+
+// countingWriter counts the bytes of the bodies a handler writes.
+type countingWriter struct {
+	http.ResponseWriter
+	n *atomic.Int64
+}
+
+func (w countingWriter) Write(p []byte) (int, error) {
+	w.n.Add(int64(len(p)))
+	return w.ResponseWriter.Write(p)
 }
