@@ -138,7 +138,7 @@ func hash(ctx context.Context, f *Folder, files []File, m *Manifest, o *options)
 		}
 	}
 	out := make([]Resource, len(jobs))
-	bufs := make([][]byte, parallelism())
+	bufs := make([][2][]byte, parallelism())
 	var done atomic.Uint64
 	report := func(n int) {
 		if o.progress != nil {
@@ -171,8 +171,8 @@ func hash(ctx context.Context, f *Folder, files []File, m *Manifest, o *options)
 			}
 			end = info.Size()
 		}
-		if bufs[worker] == nil {
-			bufs[worker] = make([]byte, digest.BufferSize)
+		if bufs[worker][0] == nil {
+			bufs[worker] = [2][]byte{make([]byte, digest.BufferSize), make([]byte, digest.BufferSize)}
 		}
 		h := sha256.New()
 		if err := digest.Range(ctx, fh, j.start, end, bufs[worker], h, report); err != nil {

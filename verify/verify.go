@@ -314,7 +314,7 @@ func hashAll(ctx context.Context, jobs []job, workers int, o *options) []string 
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return int(min(max(jobs[b].file.Size-jobs[a].file.Size, -1), 1)) })
 	gits := make([]string, len(jobs))
-	bufs := make([][]byte, workers)
+	bufs := make([][2][]byte, workers)
 	var done atomic.Uint64
 	report := func(n int) {
 		if o.progress != nil {
@@ -324,8 +324,8 @@ func hashAll(ctx context.Context, jobs []job, workers int, o *options) []string 
 	parallel.For(ctx, len(order), workers, func(worker, k int) error {
 		i := order[k]
 		j := jobs[i]
-		if len(bufs[worker]) < max(j.chunk, digest.BufferSize) {
-			bufs[worker] = make([]byte, max(j.chunk, digest.BufferSize))
+		if n := max(j.chunk, digest.BufferSize); len(bufs[worker][0]) < n {
+			bufs[worker] = [2][]byte{make([]byte, n), make([]byte, n)}
 		}
 		ra, size, closeFn, err := j.open()
 		if err != nil {
@@ -558,7 +558,8 @@ func signatureChecks(ctx context.Context, dir string, r *Report, o *options, ign
 }
 
 // remoteChunk is the size of the range requests that read a file over
-// HTTP: a request per 16 MiB, and at most remoteWorkers of them at once.
+// HTTP: a request per 16 MiB (the next one under way while one is hashed),
+// and at most remoteWorkers files at once.
 const (
 	remoteChunk   = 16 << 20
 	remoteWorkers = 4

@@ -14,29 +14,64 @@ import (
 const BufferSize = 1 << 20
 
 // Range writes the bytes [start, end) of r to w (a hash, or several
-// through io.MultiWriter), reading len(buf) bytes at a time, checking ctx
-// between reads and calling report, if not nil, with the count of each
-// read. A file shorter than end is an error wrapping io.ErrUnexpectedEOF.
-func Range(ctx context.Context, r io.ReaderAt, start, end int64, buf []byte, w io.Writer, report func(n int)) error {
-	for off := start; off < end; {
-		if err := ctx.Err(); err != nil {
-			return context.Cause(ctx)
-		}
-		n := int(min(int64(len(buf)), end-off))
-		got, err := r.ReadAt(buf[:n], off)
-		if got > 0 {
-			w.Write(buf[:got])
-			if report != nil {
-				report(got)
+// through io.MultiWriter), reading into the two buffers of bufs in turn on
+// another goroutine, so that the reading of each buffer overlaps the
+// hashing of the one before: for a file in the page cache, the copy out of
+// it then costs the hash no time where a core is free. It checks ctx
+// between reads and calls report, if not nil, with the count of each
+// buffer written. A file shorter than end is an error wrapping
+// io.ErrUnexpectedEOF.
+func Range(ctx context.Context, r io.ReaderAt, start, end int64, bufs [2][]byte, w io.Writer, report func(n int)) error {
+	type chunk struct {
+		b   []byte
+		err error
+	}
+	full := make(chan chunk, 1)
+	free := make(chan []byte, 2)
+	free <- bufs[0]
+	free <- bufs[1]
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for off := start; off < end; {
+			var b []byte
+			select {
+			case b = <-free:
+			case <-stop:
+				return
 			}
-			off += int64(got)
+			if err := ctx.Err(); err != nil {
+				full <- chunk{err: context.Cause(ctx)}
+				return
+			}
+			n := int(min(int64(len(b)), end-off))
+			got, err := r.ReadAt(b[:n], off)
+			if got < n && (err == nil || err == io.EOF) {
+				err = fmt.Errorf("%w: %d bytes read of %d", io.ErrUnexpectedEOF, off+int64(got)-start, end-start)
+			}
+			if err != nil && !(err == io.EOF && got == n) {
+				full <- chunk{err: err}
+				return
+			}
+			off += int64(n)
+			select {
+			case full <- chunk{b: b[:n]}:
+			case <-stop:
+				return
+			}
 		}
-		if err == io.EOF && off < end || err == nil && got == 0 {
-			return fmt.Errorf("%w: %d bytes read of %d", io.ErrUnexpectedEOF, off-start, end-start)
+	}()
+	for done := start; done < end; {
+		c := <-full
+		if c.err != nil {
+			return c.err
 		}
-		if err != nil && err != io.EOF {
-			return err
+		w.Write(c.b)
+		if report != nil {
+			report(len(c.b))
 		}
+		done += int64(len(c.b))
+		free <- c.b[:cap(c.b)]
 	}
 	return nil
 }
