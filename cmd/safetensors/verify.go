@@ -86,6 +86,10 @@ the key could not be read.`)
 		}
 		opts = append(opts, verify.Signature(*sigPath, sig, v))
 	}
+	// The tensor-digest manifest (verify.ReadManifest, Manifest.Check) is
+	// another branch's (h31-digests); once on main, --digests MANIFEST
+	// reads it here with readRegular and checks the model against it,
+	// its changed, missing and extra tensors joining this report.
 	ctx, stop := catchInterrupts()
 	defer stop()
 	meter := newMeter(stderr, name, *asJSON)
