@@ -4,8 +4,11 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -70,4 +73,39 @@ func TestSignVerify(t *testing.T) {
 	status, _, stderr = runCmd("verify", "--signature", sig, "--key", sig, dir)
 	assert.Equal(t, exitTrouble, status)
 	assert.Contains(t, stderr, "safetensors verify: "+sig+": ")
+}
+
+// TestVerifyCache verifies a Hugging Face cache folder laid out as
+// huggingface_hub lays it out, then with a blob corrupted: exit 1, the
+// file named with both digests, in the text and in --json.
+func TestVerifyCache(t *testing.T) {
+	data, err := os.ReadFile(tinyModel)
+	require.NoError(t, err)
+	cache := filepath.Join(t.TempDir(), "models--org--tiny")
+	snap := filepath.Join(cache, "snapshots", "abc123")
+	require.NoError(t, os.MkdirAll(filepath.Join(cache, "blobs"), 0o755))
+	require.NoError(t, os.MkdirAll(snap, 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(cache, "refs"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(cache, "refs", "main"), []byte("abc123"), 0o644))
+	blob := fmt.Sprintf("%x", sha256.Sum256(data))
+	require.NoError(t, os.WriteFile(filepath.Join(cache, "blobs", blob), data, 0o644))
+	if err := os.Symlink(filepath.Join("..", "..", "blobs", blob), filepath.Join(snap, "model.safetensors")); err != nil {
+		t.Skipf("no symbolic links here: %v", err)
+	}
+	status, stdout, stderr := runCmd("verify", cache)
+	require.Equal(t, exitOK, status, stdout+stderr)
+	assert.Contains(t, stdout, "model.safetensors: ok: cache-blob sha256")
+
+	data[len(data)-1] ^= 1
+	require.NoError(t, os.WriteFile(filepath.Join(cache, "blobs", blob), data, 0o644))
+	status, stdout, _ = runCmd("verify", cache)
+	assert.Equal(t, exitFail, status)
+	assert.Contains(t, stdout, fmt.Sprintf("model.safetensors: MISMATCH: sha256 %x, the cache-blob (../../blobs/%s) says %s", sha256.Sum256(data), blob, blob))
+	status, stdout, _ = runCmd("verify", "--json", cache)
+	assert.Equal(t, exitFail, status)
+	var out verifyOutput
+	require.NoError(t, json.Unmarshal([]byte(stdout), &out))
+	assert.Equal(t, 1, out.MismatchCount)
+	assert.Equal(t, exitFail, out.Status)
+	assert.Equal(t, "mismatch", out.Files[0].Status)
 }
