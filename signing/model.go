@@ -290,7 +290,7 @@ type FileResult struct {
 	Status string // StatusOK, ...
 	// Expected and Actual are the digests (hex SHA-256) signed and found;
 	// for the "shards" serialization, those of the first shard that
-	// differs, named by Shard ("file:START:END").
+	// differs, named by Shard ("file:START:END"), and "" where all hold.
 	Expected, Actual string
 	Shard            string
 }
@@ -361,7 +361,15 @@ func Verify(ctx context.Context, dir string, sig []byte, v *Verifier, opts ...Op
 
 // check compares the folder's files with m.
 func (m *Manifest) check(ctx context.Context, f *Folder, o *options) (*Result, error) {
-	ignore := append(slices.Clone(o.ignore), GitPaths...)
+	ignore := slices.Clone(o.ignore)
+	paths := m.Paths()
+	for _, g := range GitPaths {
+		// git's files are left out, as model_signing leaves them out,
+		// unless the signature signs them (--no-ignore-git-paths).
+		if !slices.ContainsFunc(paths, func(p string) bool { return ignored(p, []string{g}) }) {
+			ignore = append(ignore, g)
+		}
+	}
 	for _, p := range m.IgnorePaths {
 		if p = strings.TrimSuffix(filepath.ToSlash(p), "/"); localPath(p) {
 			ignore = append(ignore, p)
@@ -398,6 +406,9 @@ func (m *Manifest) check(ctx context.Context, f *Folder, o *options) (*Result, e
 	}
 	for _, file := range present {
 		fr := FileResult{Name: file.Name, Status: StatusOK}
+		if w := signed[file.Name]; m.Method == "files" && len(w) == 1 {
+			fr.Expected, fr.Actual = w[0].Digest, got[w[0].Name].Digest
+		}
 		want := signed[file.Name]
 		n := 0
 		for _, r := range actual {

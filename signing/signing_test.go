@@ -74,6 +74,19 @@ func TestSignVerify(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, r.Err())
 
+	// git's files signed (KeepGit): checked, not left out.
+	sig, m, err = Sign(context.Background(), dir, k, KeepGit())
+	require.NoError(t, err)
+	assert.Contains(t, m.Paths(), ".gitattributes")
+	r, err = Verify(context.Background(), dir, sig, v)
+	require.NoError(t, err)
+	require.NoError(t, r.Err())
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ".gitattributes"), []byte("y"), 0o644))
+	r, err = Verify(context.Background(), dir, sig, v)
+	require.NoError(t, err)
+	require.ErrorIs(t, r.Err(), ErrMismatch)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ".gitattributes"), []byte("x"), 0o644))
+
 	// A change, a file added, one removed: named.
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "a.b"), []byte("2"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "new"), nil, 0o644))

@@ -381,8 +381,10 @@ func verifyLocal(ctx context.Context, target string, ck *checkpoint.Checkpoint, 
 	}
 	defer folder.Close()
 	ignore := slices.Clone(signing.GitPaths)
+	var sigIgnore []string // the signature, when it is in the folder
 	if rel, ok := inside(dir, o.sigName); ok {
 		ignore = append(ignore, rel)
+		sigIgnore = append(sigIgnore, rel)
 	}
 	var files []signing.File
 	if only != "" {
@@ -438,7 +440,7 @@ func verifyLocal(ctx context.Context, target string, ck *checkpoint.Checkpoint, 
 		}
 	}
 	if o.sig != nil {
-		signatureChecks(ctx, dir, r, o, ignore)
+		signatureChecks(ctx, dir, r, o, sigIgnore)
 	}
 	return nil
 }
@@ -534,6 +536,7 @@ func signatureChecks(ctx context.Context, dir string, r *Report, o *options, ign
 	for i := range r.Files {
 		byName[r.Files[i].Name] = &r.Files[i]
 	}
+	added := false
 	for _, fr := range res.Files {
 		switch fr.Status {
 		case signing.StatusMissing:
@@ -543,7 +546,14 @@ func signatureChecks(ctx context.Context, dir string, r *Report, o *options, ign
 		default:
 			f := byName[fr.Name]
 			if f == nil {
-				continue
+				// A file the listing leaves out (git's) that the
+				// signature signs: reported with its check.
+				r.Files = append(r.Files, File{Name: fr.Name, Size: -1, SHA256: fr.Actual})
+				f = &r.Files[len(r.Files)-1]
+				if info, err := os.Stat(filepath.Join(dir, filepath.FromSlash(fr.Name))); err == nil {
+					f.Size = info.Size()
+				}
+				byName, added = nil, true // r.Files moved
 			}
 			c := Check{Reference: RefSignature, Algorithm: SHA256, Source: o.sigName, Expected: f.SHA256, Actual: f.SHA256, Holds: fr.Status == signing.StatusOK}
 			if !c.Holds {
@@ -553,7 +563,16 @@ func signatureChecks(ctx context.Context, dir string, r *Report, o *options, ign
 				}
 			}
 			f.Checks = append(f.Checks, c)
+			if byName == nil {
+				byName = make(map[string]*File, len(r.Files))
+				for i := range r.Files {
+					byName[r.Files[i].Name] = &r.Files[i]
+				}
+			}
 		}
+	}
+	if added {
+		slices.SortStableFunc(r.Files, func(a, b File) int { return strings.Compare(a.Name, b.Name) })
 	}
 }
 

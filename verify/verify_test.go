@@ -3,8 +3,13 @@ package verify
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/sha1"
 	"crypto/sha256"
+	"crypto/x509"
+	"encoding/pem"
 	"encoding/hex"
 	"fmt"
 	"net/http"
@@ -21,6 +26,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/signing"
 )
 
 // tinyModel returns the bytes of a small safetensors file.
@@ -273,4 +279,34 @@ type countingWriter struct {
 func (w countingWriter) Write(p []byte) (int, error) {
 	w.n.Add(int64(len(p)))
 	return w.ResponseWriter.Write(p)
+}
+
+// TestSignatureGitFiles checks a signature that signs git's files (as
+// model_signing --no-ignore-git-paths writes one): they are reported with
+// their check, and a change to one is a mismatch.
+func TestSignatureGitFiles(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "model.safetensors"), tinyModel(t), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ".gitattributes"), []byte("*.safetensors filter=lfs\n"), 0o644))
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	sig, _, err := signing.Sign(context.Background(), dir, key, signing.KeepGit())
+	require.NoError(t, err)
+	der, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	require.NoError(t, err)
+	v, err := signing.KeyVerifier(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
+	require.NoError(t, err)
+
+	r, err := Model(context.Background(), dir, Signature("model.sig", sig, v))
+	require.NoError(t, err)
+	require.NoError(t, r.Err())
+	require.Len(t, r.Files, 2)
+	assert.Equal(t, ".gitattributes", r.Files[0].Name)
+	assert.Equal(t, sha256Hex([]byte("*.safetensors filter=lfs\n")), r.Files[0].SHA256)
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ".gitattributes"), []byte("changed\n"), 0o644))
+	r, err = Model(context.Background(), dir, Signature("model.sig", sig, v))
+	require.NoError(t, err)
+	require.ErrorIs(t, r.Err(), ErrMismatch)
+	assert.Contains(t, r.Err().Error(), ".gitattributes: sha256 "+sha256Hex([]byte("changed\n")))
 }
