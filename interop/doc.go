@@ -9,7 +9,8 @@
 //     Strict); and files from the library's writers, which the reference
 //     must read as written and write again byte for byte;
 //   - Python safetensors with NumPy, huggingface_hub's shard splitting and
-//     pyarrow, through python/interop.py;
+//     pyarrow, through python/interop.py, which also computes the tensor
+//     digests of docs/format.md from their definition with hashlib;
 //   - model_signing 1.1.1, the reference of OpenSSF Model Signing, in a
 //     virtual environment of its own (python/requirements-signing.txt):
 //     signatures written by each side verified by the other on P-256,
