@@ -25,6 +25,10 @@
 //     a text file differ from its blob.
 //   - RefSignature: an OpenSSF Model Signing signature (see the signing
 //     package), whose file list must be the folder's.
+//   - RefTensorDigests: a Manifest of tensor digests (TensorDigests),
+//     which holds for a safetensors file when each of its tensors has the
+//     manifest's digest, whatever file held it when the manifest was
+//     made, and for an index when it leads to the manifest's tensors.
 //
 // Beside them, the model's structure is checked as the checkpoint package
 // opens it: every safetensors file valid, the index complete and in

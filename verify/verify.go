@@ -35,6 +35,10 @@ const (
 	RefLinkedETag = "x-linked-etag"
 	RefETag       = "etag"
 	RefSignature  = "signature"
+	// RefTensorDigests is a manifest of tensor digests (see Manifest): a
+	// safetensors file holds against it when every tensor it holds has
+	// the manifest's digest.
+	RefTensorDigests = "tensor-digests"
 )
 
 // The algorithms of a Check.
@@ -42,6 +46,9 @@ const (
 	SHA256  = "sha256"
 	GitSHA1 = "git-sha1" // SHA-1 of "blob SIZE\x00" and the content
 	Size    = "size"
+	// TensorSHA256 is the algorithm of a RefTensorDigests check: each
+	// tensor's safetensors.TensorDigest.
+	TensorSHA256 = "tensor-sha256"
 )
 
 var (
@@ -65,6 +72,8 @@ type options struct {
 	sigName  string
 	verifier *signing.Verifier
 	progress func(done, total uint64)
+	manifest *Manifest
+	manName  string
 }
 
 // CheckpointOptions passes opts to checkpoint.Open, which opens the model
@@ -100,6 +109,23 @@ func Signature(name string, data []byte, v *signing.Verifier) Option {
 	}
 }
 
+// TensorDigests checks the model's tensors against m, a manifest of
+// tensor digests (ReadManifest; 'safetensors inspect --digests' writes
+// one), which name designates in messages: each safetensors file gets a
+// RefTensorDigests check, and Report.Tensors says which tensors changed,
+// are missing or extra. The tensors are read for it apart from the
+// files' hashing (a second read, from the page cache where the files fit
+// in it).
+func TensorDigests(name string, m *Manifest) Option {
+	return func(o *options) error {
+		if m == nil {
+			return fmt.Errorf("verify: TensorDigests(%q) needs a Manifest", name)
+		}
+		o.manifest, o.manName = m, name
+		return nil
+	}
+}
+
 // Progress makes Model call report, from any goroutine, with the bytes
 // hashed so far and the total to hash.
 func Progress(report func(done, total uint64)) Option {
@@ -118,6 +144,10 @@ type Report struct {
 	// Structure is the error of the structural checks (checkpoint.Open),
 	// or nil.
 	Structure error
+	// Tensors is what the manifest of TensorDigests said of the tensors,
+	// if one was given; TensorsErr why they could not be read.
+	Tensors    *ManifestReport
+	TensorsErr error
 	// NoModel says why the structure could not be checked: the folder
 	// holds no safetensors model (checkpoint.ErrNoModel), only other
 	// files, which the references check all the same; "" otherwise.
@@ -209,6 +239,9 @@ func (r *Report) Err() error {
 			}
 		}
 	}
+	if t := r.Tensors; t != nil && len(t.Missing) > 0 {
+		bad = append(bad, fmt.Sprintf("tensors of the manifest missing: %s", strings.Join(quoteAll(t.Missing), ", ")))
+	}
 	if s := r.Signature; s != nil {
 		if len(s.Missing) > 0 {
 			bad = append(bad, fmt.Sprintf("signed and missing (%s): %s", s.File, strings.Join(s.Missing, ", ")))
@@ -225,6 +258,9 @@ func (r *Report) Err() error {
 	}
 	if r.Structure != nil {
 		return r.Structure
+	}
+	if r.TensorsErr != nil {
+		return r.TensorsErr
 	}
 	for _, f := range r.Files {
 		if f.Err != nil {
@@ -273,11 +309,13 @@ func Model(ctx context.Context, target string, opts ...Option) (*Report, error) 
 		if err := verifyRemote(ctx, ck, r, o); err != nil {
 			return nil, err
 		}
+		tensorChecks(ctx, ck, r, o)
 		return r, nil
 	}
 	if err := verifyLocal(ctx, target, ck, r, o); err != nil {
 		return nil, err
 	}
+	tensorChecks(ctx, ck, r, o)
 	if noModel != nil && len(r.Files) == 0 {
 		return nil, noModel // nothing at all to verify
 	}
@@ -597,7 +635,7 @@ func verifyRemote(ctx context.Context, ck *checkpoint.Checkpoint, r *Report, o *
 	}
 	for _, p := range ck.Parts() {
 		if p.Index() != "" {
-			names = append(names, strings.TrimPrefix(p.Part()+"/", "/")+p.Index())
+			names = append(names, partPath(p.Part(), p.Index()))
 		}
 	}
 	slices.Sort(names)
@@ -653,4 +691,89 @@ func isHex(s string, n int) bool {
 	}
 	_, err := hex.DecodeString(s)
 	return err == nil && strings.ToLower(s) == s
+}
+
+// tensorChecks checks the tensors of ck against the manifest of o, if
+// any, and adds a RefTensorDigests check to each safetensors file of r.
+func tensorChecks(ctx context.Context, ck *checkpoint.Checkpoint, r *Report, o *options) {
+	if o.manifest == nil {
+		return
+	}
+	if ck == nil {
+		r.TensorsErr = fmt.Errorf("verify: %s: the tensors cannot be read, so the manifest %s was not checked", r.Model, o.manName)
+		return
+	}
+	rep, err := o.manifest.Check(ctx, ck)
+	if err != nil {
+		r.TensorsErr = fmt.Errorf("verify: %s: %w", o.manName, err)
+		return
+	}
+	r.Tensors = rep
+	// Each file: how many of its tensors the manifest lists with the
+	// same digest, and which differ or are not listed.
+	type count struct {
+		tensors int
+		bad     []string
+	}
+	counts := map[string]*count{}
+	for _, name := range ck.Names() {
+		file, err := ck.File(name)
+		if err != nil {
+			continue
+		}
+		if counts[file] == nil {
+			counts[file] = &count{}
+		}
+		counts[file].tensors++
+	}
+	badTensor := func(name, why string) {
+		if file, err := ck.File(name); err == nil && counts[file] != nil {
+			counts[file].bad = append(counts[file].bad, why)
+		}
+	}
+	for _, c := range rep.Changed {
+		badTensor(c.Name, c.String())
+	}
+	for _, name := range rep.Extra {
+		badTensor(name, strconv.Quote(name)+" (not in the manifest)")
+	}
+	// An index holds when it leads to the manifest's tensors, all of
+	// them and no other (the structure checked that it agrees with its
+	// shards; a tensor whose digest changed is its shard's).
+	indexes := map[string]bool{}
+	if ck.Index() != "" {
+		indexes[ck.Index()] = true
+	}
+	for _, p := range ck.Parts() {
+		if p.Index() != "" {
+			indexes[partPath(p.Part(), p.Index())] = true
+		}
+	}
+	for i := range r.Files {
+		f := &r.Files[i]
+		if indexes[f.Name] {
+			f.Checks = append(f.Checks, Check{Reference: RefTensorDigests, Algorithm: TensorSHA256, Source: o.manName,
+				Expected: fmt.Sprintf("the manifest's %d tensors", len(o.manifest.Tensors)), Actual: fmt.Sprintf("%d missing, %d not listed", len(rep.Missing), len(rep.Extra)), Holds: len(rep.Missing) == 0 && len(rep.Extra) == 0})
+			continue
+		}
+		c := counts[f.Name]
+		if c == nil {
+			continue
+		}
+		check := Check{Reference: RefTensorDigests, Algorithm: TensorSHA256, Source: o.manName,
+			Expected: fmt.Sprintf("%d tensors as listed", c.tensors), Actual: fmt.Sprintf("%d as listed", c.tensors-len(c.bad)), Holds: len(c.bad) == 0}
+		if !check.Holds {
+			check.Actual += ": " + strings.Join(c.bad, ", ")
+		}
+		f.Checks = append(f.Checks, check)
+	}
+}
+
+// partPath returns the path of name, a file of the part part, in the
+// model's folder: "unet/name", or name for a part in the model's own.
+func partPath(part, name string) string {
+	if part == "" {
+		return name
+	}
+	return part + "/" + name
 }

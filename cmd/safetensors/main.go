@@ -10,7 +10,7 @@
 //	safetensors diff [--json] [--atol X] [--rtol Y] [--equal-nan] [--variant NAME] A B
 //	safetensors convert [--json] --dtype F16|BF16|F32 [--rounding nearest|truncate] [--variant NAME] MODEL OUT
 //	safetensors quantize [--json] [--per channel|tensor] [--variant NAME] MODEL DST
-//	safetensors verify [--json] [--signature FILE --key PUB.pem|--cert PEM] [--structure-only] [--variant NAME] MODEL
+//	safetensors verify [--json] [--signature FILE --key PUB.pem|--cert PEM] [--digests FILE] [--structure-only] [--variant NAME] MODEL
 //	safetensors sign [--json] --key PRIV.pem [--signature model.sig] [--cert PEM] [--shard-size N] [--ignore PATH] MODEL
 //	safetensors version [--json]
 //	safetensors help [COMMAND|models]
@@ -94,7 +94,7 @@ func init() {
 		{"diff", "[--json] [--atol X] [--rtol Y] [--equal-nan] [--variant NAME] A B", "compare the tensors and metadata of two models", runDiff},
 		{"convert", "[--json] --dtype F16|BF16|F32 [--rounding nearest|truncate] [--variant NAME] MODEL OUT", "cast the float tensors of a model", runConvert},
 		{"quantize", "[--json] [--per channel|tensor] [--variant NAME] MODEL DST", "quantize a model's Linear weights to int8 for vLLM (compressed-tensors)", runQuantize},
-		{"verify", "[--json] [--signature FILE --key PUB.pem|--cert PEM] [--structure-only] [--variant NAME] MODEL", "check every file of a model against its cache blobs, the server's digests, an OMS signature", runVerify},
+		{"verify", "[--json] [--signature FILE --key PUB.pem|--cert PEM] [--digests FILE] [--structure-only] [--variant NAME] MODEL", "check every file of a model against its cache blobs, the server's digests, an OMS signature", runVerify},
 		{"sign", "[--json] --key PRIV.pem [--signature model.sig] [--cert PEM] [--shard-size N] [--ignore PATH] MODEL", "write an OpenSSF Model Signing signature of a model's folder", runSign},
 		{"version", "[--json]", "print the command's module version and Go version", runVersion},
 	}

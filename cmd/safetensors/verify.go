@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -31,7 +32,10 @@ and whether it holds:
     found in place of the file is an error (the content was never fetched);
   - signature: an OpenSSF Model Signing signature (--signature with --key or
     --cert), as 'model_signing sign' writes it; its list of files must be the
-    folder's, and missing or unsigned files are named.
+    folder's, and missing or unsigned files are named;
+  - tensor-digests: a manifest of tensor digests (--digests, as 'safetensors
+    inspect --digests' writes it), which names each tensor changed, missing
+    or not listed, in one file or in shards alike.
 It also checks the model's structure (every safetensors file valid, the index
 complete). On disk, every file of the folder is checked (but git's and the
 signature); over HTTP, the safetensors files and indexes. Progress goes to
@@ -45,6 +49,7 @@ the key could not be read.`)
 	sigPath := fs.String("signature", "", "check the model against the OMS signature `FILE` (model_signing's model.sig)")
 	keyPath := fs.String("key", "", "the public key (`PEM`, ECDSA P-256, P-384 or P-521) that signed the signature")
 	certPath := fs.String("cert", "", "verify the signature's certificate chain against the trusted certificates in `PEM` (certificate mode)")
+	digestsPath := fs.String("digests", "", "check the tensors against the manifest of tensor digests `FILE` ('safetensors inspect --digests' writes one)")
 	structureOnly := fs.Bool("structure-only", false, "exit 0 when the structure is sound even if a file has no reference to check it against")
 	addModelFlags(fs)
 	operands, status, ok := parse(fs, args, stdout)
@@ -86,10 +91,17 @@ the key could not be read.`)
 		}
 		opts = append(opts, verify.Signature(*sigPath, sig, v))
 	}
-	// The tensor-digest manifest (verify.ReadManifest, Manifest.Check) is
-	// another branch's (h31-digests); once on main, --digests MANIFEST
-	// reads it here with readRegular and checks the model against it,
-	// its changed, missing and extra tensors joining this report.
+	if *digestsPath != "" {
+		data, err := readRegular(*digestsPath)
+		if err != nil {
+			return fail(stderr, "verify", *digestsPath, err)
+		}
+		man, err := verify.ReadManifest(bytes.NewReader(data))
+		if err != nil {
+			return fail(stderr, "verify", *digestsPath, err)
+		}
+		opts = append(opts, verify.TensorDigests(*digestsPath, man))
+	}
 	ctx, stop := catchInterrupts()
 	defer stop()
 	meter := newMeter(stderr, name, *asJSON)
@@ -105,7 +117,7 @@ the key could not be read.`)
 	if err := context.Cause(ctx); interruptStatus(err) != 0 {
 		return fail(stderr, "verify", name, err)
 	}
-	out := newVerifyOutput(name, report, *structureOnly)
+	out := newVerifyOutput(name, *digestsPath, report, *structureOnly)
 	if *asJSON {
 		err = writeJSON(stdout, out)
 	} else {
@@ -132,7 +144,25 @@ type verifyOutput struct {
 	MismatchCount  int                `json:"mismatch_count"`
 	UncheckedCount int                `json:"unchecked_count"`
 	Signature      *verifySignature   `json:"signature"`
+	Tensors        *verifyTensors     `json:"tensor_manifest"`
 	Files          []verifyFileOutput `json:"files"`
+}
+
+// verifyTensors is what the manifest of tensor digests said.
+type verifyTensors struct {
+	Manifest     string               `json:"manifest"`
+	MatchedCount int                  `json:"matched_count"`
+	Changed      []verifyTensorChange `json:"changed"`
+	Missing      []string             `json:"missing"`
+	Extra        []string             `json:"extra"`
+	Error        string               `json:"error,omitempty"`
+}
+
+// verifyTensorChange is a tensor whose digest is not the manifest's.
+type verifyTensorChange struct {
+	Name           string `json:"name"`
+	Digest         string `json:"digest"`
+	ManifestDigest string `json:"manifest_digest"`
 }
 
 // verifySignature is what the OMS signature said.
@@ -165,7 +195,7 @@ type verifyCheck struct {
 	Holds     bool   `json:"holds"`
 }
 
-func newVerifyOutput(name string, r *verify.Report, structureOnly bool) *verifyOutput {
+func newVerifyOutput(name, manifest string, r *verify.Report, structureOnly bool) *verifyOutput {
 	out := &verifyOutput{Model: name, Dir: r.Dir, Structure: "ok", Files: []verifyFileOutput{}}
 	switch {
 	case r.Structure != nil:
@@ -198,6 +228,17 @@ func newVerifyOutput(name string, r *verify.Report, structureOnly bool) *verifyO
 		out.Signature = &verifySignature{Signature: s.File, Subject: s.Model, Method: s.Method, Missing: list(s.Missing), Extra: list(s.Extra)}
 		if s.Err != nil {
 			out.Signature.Error = reason(s.File, s.Err)
+		}
+	}
+	if r.Tensors != nil || r.TensorsErr != nil {
+		out.Tensors = &verifyTensors{Manifest: manifest, Changed: []verifyTensorChange{}, Missing: []string{}, Extra: []string{}}
+		if t := r.Tensors; t != nil {
+			out.Tensors.MatchedCount, out.Tensors.Missing, out.Tensors.Extra = t.Matched, list(t.Missing), list(t.Extra)
+			for _, c := range t.Changed {
+				out.Tensors.Changed = append(out.Tensors.Changed, verifyTensorChange{Name: c.Name, Digest: c.Got.Digest.String(), ManifestDigest: c.Want.Digest.String()})
+			}
+		} else {
+			out.Tensors.Error = reason(name, r.TensorsErr)
 		}
 	}
 	err := r.Err()
@@ -260,6 +301,14 @@ func (out *verifyOutput) print(w io.Writer) error {
 			if len(s.Extra) > 0 {
 				fmt.Fprintf(&b, "signature %s: not signed: %s\n", s.Signature, strings.Join(s.Extra, ", "))
 			}
+		}
+	}
+	if t := out.Tensors; t != nil {
+		switch {
+		case t.Error != "":
+			fmt.Fprintf(&b, "tensors %s: %s\n", t.Manifest, t.Error)
+		default:
+			fmt.Fprintf(&b, "tensors %s: %d as listed, %d changed, %d missing, %d not listed\n", t.Manifest, t.MatchedCount, len(t.Changed), len(t.Missing), len(t.Extra))
 		}
 	}
 	structure := "ok"

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/checkpoint"
 )
 
 // signingKeys writes a new ECDSA P-384 key pair and returns the paths of
@@ -108,4 +109,29 @@ func TestVerifyCache(t *testing.T) {
 	assert.Equal(t, 1, out.MismatchCount)
 	assert.Equal(t, exitFail, out.Status)
 	assert.Equal(t, "mismatch", out.Files[0].Status)
+}
+
+// TestVerifyDigests checks a sharded model against the manifest that
+// inspect --digests writes of the same tensors in one file: every shard
+// holds; a tensor changed is named, and exit 1.
+func TestVerifyDigests(t *testing.T) {
+	dir := t.TempDir()
+	sharded := filepath.Join(dir, "sharded")
+	require.NoError(t, checkpoint.Write(sharded, tinyLlama(), checkpoint.MaxShardSize(300_000)))
+	status, manifest, stderr := runCmd("inspect", "--digests", tinyModel)
+	require.Equal(t, exitOK, status, stderr)
+	digests := filepath.Join(dir, "model.digests")
+	require.NoError(t, os.WriteFile(digests, []byte(manifest), 0o644))
+
+	status, stdout, stderr := runCmd("verify", "--digests", digests, sharded)
+	require.Equal(t, exitOK, status, stdout+stderr)
+	assert.Contains(t, stdout, "model-00001-of-00004.safetensors: ok: tensor-digests tensor-sha256")
+	assert.Contains(t, stdout, "tensors "+digests+": 39 as listed, 0 changed, 0 missing, 0 not listed")
+
+	plantNaN(t, filepath.Join(sharded, "model-00004-of-00004.safetensors"), "model.norm.weight")
+	status, stdout, _ = runCmd("verify", "--digests", digests, sharded)
+	assert.Equal(t, exitFail, status)
+	assert.Contains(t, stdout, `model-00004-of-00004.safetensors: MISMATCH: tensor-sha256 2 as listed: "model.norm.weight" (digest`)
+	assert.Contains(t, stdout, "model.safetensors.index.json: ok: tensor-digests tensor-sha256")
+	assert.Contains(t, stdout, "1 changed, 0 missing, 0 not listed")
 }
