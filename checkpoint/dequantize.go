@@ -1,0 +1,302 @@
+package checkpoint
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/internal/pyjson"
+)
+
+// Dequantize returns an option that makes Convert write a quantized model
+// (see Quantization) as a plain one: each quantized weight dequantized, in
+// the dtype of the conversion, BF16 or F32, under the name a plain model
+// gives it; its scales and the method's other tensors left out; config.json
+// without its quantization_config. The values are those of the reference
+// dequantizers, bit for bit:
+//
+//   - MethodFP8: each value times its block's scale, in float32 (partial
+//     blocks included), rounded once to BF16 for BF16, as transformers'
+//     _dequantize_fp8_weight computes it in float32;
+//   - MethodMXFP4: transformers' convert_moe_packed_tensors, each E2M1
+//     value times 2^(scale-127) in float32, rounded to BF16 for BF16, and
+//     the result transposed to [experts, groups*32, rows];
+//
+// Other methods, compressed-tensors' among them, give an error wrapping
+// ErrQuantized.
+// Without it, Convert refuses a quantized model with an error wrapping
+// ErrQuantized that names the method. Convert takes it.
+func Dequantize() Option {
+	return func(o *options) error {
+		o.dequantize = true
+		return o.only("Dequantize", opConvert)
+	}
+}
+
+// dequantPlan is what Convert does to dequantize a model.
+type dequantPlan struct {
+	q       *Quantization
+	values  map[string]*QuantizedWeight // by the name of its values tensor
+	dropped map[string]bool             // the scales and the rest
+}
+
+// planDequantization returns the plan for the quantization q of c,
+// converted to the dtype to, or an error wrapping ErrQuantized where
+// Convert cannot dequantize it, or is not asked to.
+func planDequantization(c *Checkpoint, q *Quantization, to safetensors.DType, asked bool) (*dequantPlan, error) {
+	what := q.Method
+	if q.Format != "" {
+		what += " " + q.Format
+	}
+	if q.BlockSize != nil {
+		what += fmt.Sprintf(", blocks of %dx%d", q.BlockSize[0], q.BlockSize[1])
+	}
+	src := c.String()
+	if src == "" {
+		src = c.Dir()
+	}
+	if !asked {
+		return nil, fmt.Errorf("%w: %s is quantized (%s): converting it would recast its quantized weights or their scales; dequantize it (Dequantize, --dequantize)", ErrQuantized, src, what)
+	}
+	switch {
+	case q.Method != MethodFP8 && q.Method != MethodMXFP4:
+		return nil, fmt.Errorf("%w: %s is quantized (%s), which Convert does not dequantize (it does fp8 and mxfp4)", ErrQuantized, src, what)
+	case q.Ambiguous != "":
+		return nil, fmt.Errorf("%w: %s is quantized (%s, inferred from its tensors, no config.json): %s; put its config.json beside it", ErrQuantized, src, what, q.Ambiguous)
+	case to != safetensors.BF16 && to != safetensors.F32:
+		return nil, fmt.Errorf("%w: %s is quantized (%s): dequantize it to BF16 or F32, not %v", safetensors.ErrInvalidOption, src, what, to)
+	}
+	if c.parts != nil {
+		return nil, fmt.Errorf("%w: %s is a model of several parts, quantized (%s): dequantize each part's folder", ErrQuantized, src, what)
+	}
+	p := &dequantPlan{q: q, values: map[string]*QuantizedWeight{}, dropped: map[string]bool{}}
+	for i := range q.Weights {
+		w := &q.Weights[i]
+		if w.Err != nil {
+			return nil, fmt.Errorf("%w: %s: %s: %v", ErrQuantized, src, w.Name, w.Err)
+		}
+		if w.Values != w.Name && slicesContains(c, w.Name) {
+			return nil, fmt.Errorf("%w: %s: the dequantized %s would take the name of a tensor it holds", ErrQuantized, src, w.Name)
+		}
+		p.values[w.Values] = w
+		for _, n := range w.Tensors()[1:] {
+			p.dropped[n] = true
+		}
+	}
+	for _, n := range q.Others {
+		p.dropped[n] = true
+	}
+	return p, nil
+}
+
+// slicesContains reports whether c holds the named tensor.
+func slicesContains(c *Checkpoint, name string) bool {
+	_, ok := c.find(name)
+	return ok
+}
+
+// dequantChunk is a piece of a dequantized weight: for FP8, the rows [r0, r1) of its matrix m; for MXFP4, the
+// whole of expert m.
+type dequantChunk struct {
+	w      *QuantizedWeight
+	m      uint64
+	r0, r1 uint64
+}
+
+// dequantChunks returns the chunks of the dequantized weight w, whose
+// values tensor is v.
+func (p *dequantPlan) dequantChunks(c *Checkpoint, w *QuantizedWeight, v safetensors.TensorInfo) []convertChunkRef {
+	var out []convertChunkRef
+	if p.q.Method == MethodMXFP4 {
+		for e := range v.Shape[0] {
+			out = append(out, convertChunkRef{s: v, dq: &dequantChunk{w: w, m: e}})
+		}
+		return out
+	}
+	shape := v.Shape
+	if len(shape) < 2 {
+		shape = []uint64{1, numElements(shape)}
+	}
+	r := len(shape)
+	rows, cols := shape[r-2], shape[r-1]
+	mats := numElements(shape[:r-2])
+	step := max(1, uint64(convertChunk)/max(cols, 1))
+	if p.q.Method == MethodFP8 && p.q.BlockSize != nil {
+		bo := p.q.BlockSize[0]
+		step = max(bo, step/bo*bo)
+	}
+	for m := range mats {
+		for r0 := uint64(0); r0 < rows; r0 += step {
+			out = append(out, convertChunkRef{s: v, dq: &dequantChunk{w: w, m: m, r0: r0, r1: min(r0+step, rows)}})
+		}
+		if rows == 0 {
+			out = append(out, convertChunkRef{s: v, dq: &dequantChunk{w: w, m: m}})
+		}
+	}
+	return out
+}
+
+// dequantize computes the chunk c of a dequantized weight into m.buf, in
+// the dtype to, and returns its bytes and the bytes it read.
+func (cv *converter) dequantize(m *convertSlot, c *dequantChunk, to safetensors.DType) ([]byte, uint64, error) {
+	v, err := cv.ck.Info(c.w.Values)
+	if err != nil {
+		return nil, 0, err
+	}
+	s, err := cv.ck.Info(c.w.Scale)
+	if err != nil {
+		return nil, 0, err
+	}
+	switch cv.plan.q.Method {
+	case MethodMXFP4:
+		return cv.dequantMXFP4(m, c, v, s, to)
+	}
+	shape := v.Shape
+	if len(shape) < 2 {
+		shape = []uint64{1, numElements(shape)}
+	}
+	r := len(shape)
+	rows, cols := shape[r-2], shape[r-1]
+	// The values of the rows.
+	base := c.m * rows * cols
+	vt, err := cv.read(&m.in, c.w.Values, base+c.r0*cols, base+c.r1*cols)
+	if err != nil {
+		return nil, 0, err
+	}
+	if m.f32, err = vt.AppendFloat32s(m.f32[:0]); err != nil {
+		return nil, 0, err
+	}
+	vals := m.f32
+	read := uint64(len(vt.Data))
+	// The scales of the rows: srows rows of scols scales, the first
+	// being that of row r0 (FP8: of its block of rows).
+	var s0, s1, scols, bo, bi uint64
+	switch {
+	case cv.plan.q.Method == MethodFP8 && cv.plan.q.BlockSize != nil:
+		bo, bi = cv.plan.q.BlockSize[0], cv.plan.q.BlockSize[1]
+		srows := ceilDiv(rows, bo)
+		scols = ceilDiv(cols, bi)
+		s0 = (c.m*srows + c.r0/bo) * scols
+		s1 = (c.m*srows + ceilDiv(c.r1, bo)) * scols
+	default: // one scale
+		bo, bi, scols, s0, s1 = max(rows, 1), max(cols, 1), 1, 0, 1
+	}
+	st, err := cv.read(&m.scaleIn, c.w.Scale, s0, s1)
+	if err != nil {
+		return nil, 0, err
+	}
+	if m.scales, err = st.AppendFloat32s(m.scales[:0]); err != nil {
+		return nil, 0, err
+	}
+	for i := c.r0; i < c.r1; i++ {
+		srow := m.scales[(i/bo-c.r0/bo)*scols:]
+		row := vals[(i-c.r0)*cols : (i-c.r0+1)*cols]
+		for j := uint64(0); j < cols; j += bi {
+			sc := srow[j/bi]
+			blk := row[j:min(j+bi, cols)]
+			for k, x := range blk {
+				blk[k] = x * sc
+			}
+		}
+	}
+	return encode(m, vals, to), read, nil
+}
+
+// read reads the elements [lo, hi) of the named tensor of the checkpoint,
+// through *buf for a file read through ReadAt.
+func (cv *converter) read(buf *[]byte, name string, lo, hi uint64) (safetensors.Tensor, error) {
+	info, err := cv.ck.Info(name)
+	if err != nil {
+		return safetensors.Tensor{}, err
+	}
+	need := (hi - lo) * uint64(info.DType.Bits()) / 8
+	if uint64(cap(*buf)) < need && need <= safetensors.MaxTensorAlloc {
+		*buf = make([]byte, need)
+	}
+	return cv.ck.TensorElements(cv.ctx, name, lo, hi, *buf)
+}
+
+// encode writes vals in the dtype to, BF16 or F32, into m.buf.
+func encode(m *convertSlot, vals []float32, to safetensors.DType) []byte {
+	if to == safetensors.BF16 {
+		m.buf = safetensors.F32sToBF16Bytes(m.buf, vals, safetensors.RoundNearestEven)
+		return m.buf
+	}
+	if cap(m.buf) < 4*len(vals) {
+		m.buf = make([]byte, 4*len(vals))
+	}
+	m.buf = m.buf[:4*len(vals)]
+	for i, v := range vals {
+		binary.LittleEndian.PutUint32(m.buf[4*i:], math.Float32bits(v))
+	}
+	return m.buf
+}
+
+// fp4Values are the 16 values of E2M1, by their code (8 is -0).
+var fp4Values = [16]float64{0, 0.5, 1, 1.5, 2, 3, 4, 6, math.Copysign(0, -1), -0.5, -1, -1.5, -2, -3, -4, -6}
+
+// dequantMXFP4 computes the expert c.m of an MXFP4 weight, of blocks v
+// and scales s, as convert_moe_packed_tensors does: each value's E2M1
+// value times 2^(scale-127) as torch.ldexp gives it in float32 (exact
+// unless it overflows to ±Inf; 0 stays 0 whatever the scale), the result of
+// [rows, groups*32] transposed to [groups*32, rows].
+func (cv *converter) dequantMXFP4(m *convertSlot, c *dequantChunk, v, s safetensors.TensorInfo, to safetensors.DType) ([]byte, uint64, error) {
+	rows, groups := v.Shape[1], v.Shape[2]
+	cols := groups * 32
+	per := rows * groups // scales an expert
+	bt, err := cv.read(&m.in, v.Name, c.m*per*16, (c.m+1)*per*16)
+	if err != nil {
+		return nil, 0, err
+	}
+	st, err := cv.read(&m.scaleIn, s.Name, c.m*per, (c.m+1)*per)
+	if err != nil {
+		return nil, 0, err
+	}
+	n := rows * cols
+	if uint64(cap(m.f32)) < n {
+		m.f32 = make([]float32, n)
+	}
+	out := m.f32[:n]
+	err = safetensors.GuardFaults(func() error {
+		for r := range rows {
+			for g := range groups {
+				lut := &m.lut
+				if e := int(st.Data[r*groups+g]) - 127; e != m.lutExp || !m.lutSet {
+					for i, v := range fp4Values {
+						lut[i] = float32(math.Ldexp(v, e))
+					}
+					m.lutExp, m.lutSet = e, true
+				}
+				blk := bt.Data[(r*groups+g)*16 : (r*groups+g+1)*16]
+				col := g * 32
+				for k, b := range blk {
+					c0 := col + 2*uint64(k)
+					out[c0*rows+r] = lut[b&0x0f]
+					out[(c0+1)*rows+r] = lut[b>>4]
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	return encode(m, out, to), uint64(len(bt.Data)), nil
+}
+
+// dequantizedConfig returns config.json's data without its
+// quantization_config, written as transformers writes it (keys sorted,
+// two-space indents, a trailing newline).
+func dequantizedConfig(data []byte) ([]byte, error) {
+	cfg, err := pyjson.DecodeObject(data)
+	if err != nil {
+		return nil, err
+	}
+	delete(cfg, "quantization_config")
+	text, err := pyjson.Append(nil, cfg, 0)
+	if err != nil {
+		return nil, err
+	}
+	return append(text, '\n'), nil
+}

@@ -1,0 +1,225 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/safetensors-go/safetensors"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// quantizedFixture is a folder of testdata/quantized, made by its make.py
+// with the reference code (transformers' _dequantize_fp8_weight and
+// convert_moe_packed_tensors), beside the reference's dequantization in
+// want-BF16.safetensors and want-F32.safetensors.
+func quantizedFixture(name string) string {
+	return filepath.Join("..", "testdata", "quantized", name)
+}
+
+// assertSameTensors asserts that the file got holds the tensors of the
+// file want, bit for bit, and no others.
+func assertSameTensors(t *testing.T, want, got string) {
+	t.Helper()
+	w, err := safetensors.Open(want)
+	require.NoError(t, err)
+	defer w.Close()
+	g, err := safetensors.Open(got)
+	require.NoError(t, err)
+	defer g.Close()
+	assert.Equal(t, w.Names(), g.Names())
+	for _, n := range w.Names() {
+		wt, err := w.Tensor(n)
+		require.NoError(t, err)
+		gt, err := g.Tensor(n)
+		if !assert.NoError(t, err) {
+			continue
+		}
+		assert.Equal(t, wt.DType, gt.DType, n)
+		assert.Equal(t, wt.Shape, gt.Shape, n)
+		if !assert.True(t, string(wt.Data) == string(gt.Data), "%s: values differ from the reference's", n) {
+			a, _ := wt.Float32s()
+			b, _ := gt.Float32s()
+			for i := range a {
+				if a[i] != b[i] && !(a[i] != a[i] && b[i] != b[i]) {
+					t.Logf("%s: first difference at %d: want %v, got %v", n, i, a[i], b[i])
+					break
+				}
+			}
+		}
+	}
+}
+
+func TestQuantizationRecognised(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		dir, method string
+		block       []uint64
+		weights     int
+		bits        float64 // bits per parameter, scales included
+	}{
+		{"fp8", MethodFP8, []uint64{128, 128}, 3, 8},
+		{"fp8-64", MethodFP8, []uint64{64, 64}, 2, 8},
+		{"mxfp4", MethodMXFP4, []uint64{1, 32}, 2, 4.25},
+	} {
+		t.Run(tc.dir, func(t *testing.T) {
+			c, err := Open(ctx, quantizedFixture(tc.dir))
+			require.NoError(t, err)
+			defer c.Close()
+			q, err := c.Quantization(ctx)
+			require.NoError(t, err)
+			require.NotNil(t, q)
+			assert.Equal(t, tc.method, q.Method)
+			assert.Equal(t, tc.block, q.BlockSize)
+			assert.False(t, q.Inferred)
+			require.Len(t, q.Weights, tc.weights)
+			for _, w := range q.Weights {
+				assert.NoError(t, w.Err, w.Name)
+			}
+			if tc.method == MethodMXFP4 {
+				assert.Equal(t, 4.25, q.BitsPerParameter()) // 4 bits, and 8 a group of 32
+			} else {
+				assert.InDelta(t, tc.bits, q.BitsPerParameter(), 0.05)
+			}
+
+			// A lone file: the method and block size come from the tensors.
+			lone := filepath.Join(t.TempDir(), "model.safetensors")
+			data, err := os.ReadFile(filepath.Join(quantizedFixture(tc.dir), "model.safetensors"))
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(lone, data, 0o666))
+			l, err := Open(ctx, lone)
+			require.NoError(t, err)
+			defer l.Close()
+			iq, err := l.Quantization(ctx)
+			require.NoError(t, err)
+			require.NotNil(t, iq)
+			assert.True(t, iq.Inferred)
+			assert.Equal(t, q.Method, iq.Method)
+			assert.Equal(t, q.BlockSize, iq.BlockSize)
+			assert.Empty(t, iq.Ambiguous)
+		})
+	}
+}
+
+func TestQuantizationPlainModel(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), convertFixture(t, ""), nil))
+	c, err := Open(context.Background(), dir)
+	require.NoError(t, err)
+	defer c.Close()
+	q, err := c.Quantization(context.Background())
+	require.NoError(t, err)
+	assert.Nil(t, q)
+}
+
+func TestQuantizationWrongScaleShape(t *testing.T) {
+	w := safetensors.Tensor{Name: "l.weight", DType: safetensors.F8_E4M3, Shape: []uint64{200, 300}, Data: make([]byte, 200*300)}
+	s, err := safetensors.TensorFromFloat32s("l.weight_scale_inv", safetensors.F32, []uint64{1, 3}, []float32{1, 1, 1}, safetensors.RoundNearestEven)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	require.NoError(t, safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), []safetensors.Tensor{w, s}, nil))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}}`), 0o666))
+	c, err := Open(context.Background(), dir)
+	require.NoError(t, err)
+	defer c.Close()
+	q, err := c.Quantization(context.Background())
+	require.NoError(t, err)
+	require.Len(t, q.Weights, 1)
+	require.Error(t, q.Weights[0].Err)
+	assert.Contains(t, q.Weights[0].Err.Error(), "not [2 3] for blocks of 128x128")
+	_, err = Convert(context.Background(), dir, filepath.Join(t.TempDir(), "out"), safetensors.BF16, Dequantize())
+	assert.ErrorIs(t, err, ErrQuantized)
+	assert.Contains(t, err.Error(), "l.weight")
+}
+
+func TestConvertDequantize(t *testing.T) {
+	ctx := context.Background()
+	for _, dir := range []string{"fp8", "fp8-64", "mxfp4"} {
+		for _, to := range []safetensors.DType{safetensors.BF16, safetensors.F32} {
+			t.Run(dir+"/"+to.String(), func(t *testing.T) {
+				src := quantizedFixture(dir)
+				out := filepath.Join(t.TempDir(), "out")
+				cv, err := Convert(ctx, src, out, to, Dequantize())
+				require.NoError(t, err)
+				assertSameTensors(t, filepath.Join(src, "want-"+to.String()+".safetensors"), filepath.Join(out, "model.safetensors"))
+				assert.Positive(t, cv.Dequantized)
+				cfg, err := os.ReadFile(filepath.Join(out, "config.json"))
+				require.NoError(t, err)
+				assert.NotContains(t, string(cfg), "quantization_config")
+				assert.Contains(t, string(cfg), `"model_type"`)
+				c, err := Open(ctx, out)
+				require.NoError(t, err)
+				defer c.Close()
+				q, err := c.Quantization(ctx)
+				require.NoError(t, err)
+				assert.Nil(t, q, "the output is a plain model")
+
+				// A lone file, whose block size is inferred.
+				lone := filepath.Join(t.TempDir(), "in.safetensors")
+				data, err := os.ReadFile(filepath.Join(src, "model.safetensors"))
+				require.NoError(t, err)
+				require.NoError(t, os.WriteFile(lone, data, 0o666))
+				outFile := filepath.Join(t.TempDir(), "out.safetensors")
+				_, err = Convert(ctx, lone, outFile, to, Dequantize())
+				require.NoError(t, err)
+				assertSameTensors(t, filepath.Join(src, "want-"+to.String()+".safetensors"), outFile)
+			})
+		}
+	}
+}
+
+// TestConvertDequantizeRemoteSharded reads the model over HTTP (through
+// ReadAt, in the converter's own memory), and as shards whose scales may
+// be in another shard than their weight.
+func TestConvertDequantizeRemoteSharded(t *testing.T) {
+	ctx := context.Background()
+	for _, dir := range []string{"fp8", "mxfp4"} {
+		src := quantizedFixture(dir)
+		r, err := safetensors.Open(filepath.Join(src, "model.safetensors"))
+		require.NoError(t, err)
+		ts, err := r.Tensors()
+		require.NoError(t, err)
+		sharded := t.TempDir()
+		require.NoError(t, Write(sharded, ts, MaxShardSize(1000)))
+		require.NoError(t, r.Close())
+		shards, _ := filepath.Glob(filepath.Join(sharded, "*.safetensors"))
+		require.GreaterOrEqual(t, len(shards), 2)
+		cfg, err := os.ReadFile(filepath.Join(src, "config.json"))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(sharded, "config.json"), cfg, 0o666))
+		srv := serveDir(t, sharded)
+		for _, in := range []string{sharded, srv.base} {
+			out := filepath.Join(t.TempDir(), "out")
+			_, err := Convert(ctx, in, out, safetensors.BF16, Dequantize())
+			require.NoError(t, err)
+			c, err := Open(ctx, out)
+			require.NoError(t, err)
+			got, err := c.Tensors()
+			require.NoError(t, err)
+			merged := filepath.Join(t.TempDir(), "merged.safetensors")
+			require.NoError(t, safetensors.WriteFile(merged, got, nil))
+			require.NoError(t, c.Close())
+			assertSameTensors(t, filepath.Join(src, "want-BF16.safetensors"), merged)
+			cfg, err := os.ReadFile(filepath.Join(out, "config.json"))
+			require.NoError(t, err)
+			assert.NotContains(t, string(cfg), "quantization_config")
+		}
+	}
+}
+
+func TestConvertQuantizedRefused(t *testing.T) {
+	for _, tc := range []struct{ dir, method string }{{"fp8", "fp8, blocks of 128x128"}, {"mxfp4", "mxfp4, blocks of 1x32"}} {
+		out := filepath.Join(t.TempDir(), "out")
+		_, err := Convert(context.Background(), quantizedFixture(tc.dir), out, safetensors.BF16)
+		require.ErrorIs(t, err, ErrQuantized)
+		assert.Contains(t, err.Error(), "is quantized ("+tc.method+")")
+		assert.Contains(t, err.Error(), "dequantize")
+		_, statErr := os.Lstat(out)
+		assert.True(t, errors.Is(statErr, os.ErrNotExist), "nothing written")
+	}
+	_, err := Convert(context.Background(), quantizedFixture("fp8"), filepath.Join(t.TempDir(), "out"), safetensors.F16, Dequantize())
+	assert.ErrorIs(t, err, safetensors.ErrInvalidOption)
+}

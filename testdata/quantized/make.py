@@ -1,0 +1,90 @@
+"""Makes the tiny quantized checkpoints of testdata/quantized and the
+reference dequantizations beside them, with the reference code:
+
+  fp8/      FP8 block-scaled (quant_method fp8, weight_block_size [128, 128]):
+            partial blocks (150x300), whole blocks (256x128), an odd shape
+            (130x7) and a BF16 norm kept as it is.
+  fp8-64/   FP8 with 64x64 blocks, partial (100x70, 3x65).
+  mxfp4/    gpt-oss's MXFP4: *_blocks and *_scales of two experts, with
+            scales from 0 to 255, and an F32 bias kept as it is.
+
+Each folder has model.safetensors and config.json, and the reference
+dequantized weights in want-BF16.safetensors and want-F32.safetensors:
+FP8 from transformers' _dequantize_fp8_weight in float32 (then .to(bfloat16)
+for BF16), MXFP4 from transformers' convert_moe_packed_tensors with the
+output dtype. Run with the Python of a venv that has torch 2.x and
+transformers 5.24 (CPU is enough): python testdata/quantized/make.py
+"""
+import json
+import os
+
+import torch
+import transformers
+from safetensors.torch import save_file
+from transformers.integrations.finegrained_fp8 import _dequantize_fp8_weight
+from transformers.integrations.mxfp4 import convert_moe_packed_tensors
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def write(name, tensors, config, want):
+    d = os.path.join(HERE, name)
+    os.makedirs(d, exist_ok=True)
+    save_file(tensors, os.path.join(d, "model.safetensors"))
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(config, f, indent=2, sort_keys=True)
+        f.write("\n")
+    for dtype, tensors in want.items():
+        save_file(tensors, os.path.join(d, "want-%s.safetensors" % dtype))
+
+
+def fp8(name, block, shapes, seed):
+    g = torch.Generator().manual_seed(seed)
+    tensors, want = {}, {"BF16": {}, "F32": {}}
+    for i, (out, inp) in enumerate(shapes):
+        w = (torch.randn(out, inp, generator=g) * 3).to(torch.float8_e4m3fn)
+        s = torch.rand(-(-out // block[0]), -(-inp // block[1]), generator=g) * 0.01 + 1e-4
+        tensors["layers.%d.proj.weight" % i] = w
+        tensors["layers.%d.proj.weight_scale_inv" % i] = s
+        ref = _dequantize_fp8_weight(w.clone(), s, list(block), torch.float32)
+        want["F32"]["layers.%d.proj.weight" % i] = ref
+        want["BF16"]["layers.%d.proj.weight" % i] = ref.to(torch.bfloat16)
+    norm = torch.randn(shapes[0][1], generator=g).to(torch.bfloat16)
+    tensors["norm.weight"] = norm
+    want["BF16"]["norm.weight"] = norm
+    want["F32"]["norm.weight"] = norm.float()
+    config = {"model_type": "llama", "architectures": ["LlamaForCausalLM"],
+              "quantization_config": {"quant_method": "fp8", "activation_scheme": "dynamic",
+                                      "weight_block_size": list(block)}}
+    write(name, tensors, config, want)
+
+
+def mxfp4(name, seed):
+    g = torch.Generator().manual_seed(seed)
+    tensors, want = {}, {"BF16": {}, "F32": {}}
+    for proj, (experts, rows, groups) in {"gate_up_proj": (2, 12, 3), "down_proj": (2, 6, 2)}.items():
+        p = "model.layers.0.mlp.experts." + proj
+        blocks = torch.randint(0, 256, (experts, rows, groups, 16), generator=g, dtype=torch.uint8)
+        scales = torch.randint(110, 140, (experts, rows, groups), generator=g, dtype=torch.uint8)
+        if proj == "gate_up_proj":  # the extremes: 2^-127, 2^-126, 2^0, 2^127, 2^128
+            scales.view(-1)[:6] = torch.tensor([0, 1, 127, 254, 255, 200], dtype=torch.uint8)
+        tensors[p + "_blocks"] = blocks
+        tensors[p + "_scales"] = scales
+        bias = torch.randn(experts, rows, generator=g)
+        tensors[p + "_bias"] = bias
+        want["BF16"][p] = convert_moe_packed_tensors(blocks, scales, dtype=torch.bfloat16)
+        want["F32"][p] = convert_moe_packed_tensors(blocks, scales, dtype=torch.float32)
+        want["BF16"][p + "_bias"] = bias.to(torch.bfloat16)
+        want["F32"][p + "_bias"] = bias
+    config = {"model_type": "gpt_oss", "architectures": ["GptOssForCausalLM"],
+              "quantization_config": {"quant_method": "mxfp4",
+                                      "modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router",
+                                                                 "model.embed_tokens", "lm_head"]}}
+    write(name, tensors, config, want)
+
+
+if __name__ == "__main__":
+    print("torch", torch.__version__, "transformers", transformers.__version__)
+    fp8("fp8", (128, 128), [(150, 300), (256, 128), (130, 7)], 1)
+    fp8("fp8-64", (64, 64), [(100, 70), (3, 65)], 2)
+    mxfp4("mxfp4", 3)
