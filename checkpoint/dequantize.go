@@ -57,27 +57,27 @@ func planDequantization(c *Checkpoint, q *Quantization, to safetensors.DType, as
 		src = c.Dir()
 	}
 	if !asked {
-		return nil, fmt.Errorf("%w: %s is quantized (%s): converting it would recast its quantized weights or their scales; dequantize it (Dequantize, --dequantize)", ErrQuantized, src, what)
+		return nil, fmt.Errorf("checkpoint: %s: %w (%s): converting it would recast its quantized weights or their scales; dequantize it (Dequantize, --dequantize)", src, ErrQuantized, what)
 	}
 	switch {
 	case q.Method != MethodFP8 && q.Method != MethodMXFP4:
-		return nil, fmt.Errorf("%w: %s is quantized (%s), which Convert does not dequantize (it does fp8 and mxfp4)", ErrQuantized, src, what)
+		return nil, fmt.Errorf("checkpoint: %s: %w (%s), which Convert does not dequantize (it does fp8 and mxfp4)", src, ErrQuantized, what)
 	case q.Ambiguous != "":
-		return nil, fmt.Errorf("%w: %s is quantized (%s, inferred from its tensors, no config.json): %s; put its config.json beside it", ErrQuantized, src, what, q.Ambiguous)
+		return nil, fmt.Errorf("checkpoint: %s: %w (%s, inferred from its tensors, no config.json): %s; put its config.json beside it", src, ErrQuantized, what, q.Ambiguous)
 	case to != safetensors.BF16 && to != safetensors.F32:
 		return nil, fmt.Errorf("%w: %s is quantized (%s): dequantize it to BF16 or F32, not %v", safetensors.ErrInvalidOption, src, what, to)
 	}
 	if c.parts != nil {
-		return nil, fmt.Errorf("%w: %s is a model of several parts, quantized (%s): dequantize each part's folder", ErrQuantized, src, what)
+		return nil, fmt.Errorf("checkpoint: %s: %w of several parts (%s): dequantize each part's folder", src, ErrQuantized, what)
 	}
 	p := &dequantPlan{q: q, values: map[string]*QuantizedWeight{}, dropped: map[string]bool{}}
 	for i := range q.Weights {
 		w := &q.Weights[i]
 		if w.Err != nil {
-			return nil, fmt.Errorf("%w: %s: %s: %v", ErrQuantized, src, w.Name, w.Err)
+			return nil, fmt.Errorf("checkpoint: %s: %w (%s): %s: %v", src, ErrQuantized, what, w.Name, w.Err)
 		}
 		if w.Values != w.Name && slicesContains(c, w.Name) {
-			return nil, fmt.Errorf("%w: %s: the dequantized %s would take the name of a tensor it holds", ErrQuantized, src, w.Name)
+			return nil, fmt.Errorf("checkpoint: %s: %w (%s): the dequantized %s would take the name of a tensor it holds", src, ErrQuantized, what, w.Name)
 		}
 		p.values[w.Values] = w
 		for _, n := range w.Tensors()[1:] {
@@ -96,21 +96,32 @@ func slicesContains(c *Checkpoint, name string) bool {
 	return ok
 }
 
-// dequantChunk is a piece of a dequantized weight: for FP8, the rows [r0, r1) of its matrix m; for MXFP4, the
-// whole of expert m.
+// dequantChunk is a piece of a dequantized weight: for FP8, the rows
+// [r0, r1) of its matrix m; for MXFP4, the rows of expert m that the
+// groups [r0, r1) of 32 values give once transposed.
 type dequantChunk struct {
 	w      *QuantizedWeight
 	m      uint64
 	r0, r1 uint64
 }
 
+// dequantChunkValues is about how many values of a dequantized weight
+// are computed at a time (at least a row, for FP8, or 32 rows, for
+// MXFP4): convertChunk, which tests make small.
+var dequantChunkValues uint64 = convertChunk
+
 // dequantChunks returns the chunks of the dequantized weight w, whose
 // values tensor is v.
 func (p *dequantPlan) dequantChunks(c *Checkpoint, w *QuantizedWeight, v safetensors.TensorInfo) []convertChunkRef {
 	var out []convertChunkRef
 	if p.q.Method == MethodMXFP4 {
+		// Groups of 32 output rows, about convertChunk values at a time.
+		rows, groups := v.Shape[1], v.Shape[2]
+		step := max(1, dequantChunkValues/max(32*rows, 1))
 		for e := range v.Shape[0] {
-			out = append(out, convertChunkRef{s: v, dq: &dequantChunk{w: w, m: e}})
+			for g := uint64(0); g < groups; g += step {
+				out = append(out, convertChunkRef{s: v, dq: &dequantChunk{w: w, m: e, r0: g, r1: min(g+step, groups)}})
+			}
 		}
 		return out
 	}
@@ -121,11 +132,7 @@ func (p *dequantPlan) dequantChunks(c *Checkpoint, w *QuantizedWeight, v safeten
 	r := len(shape)
 	rows, cols := shape[r-2], shape[r-1]
 	mats := numElements(shape[:r-2])
-	step := max(1, uint64(convertChunk)/max(cols, 1))
-	if p.q.Method == MethodFP8 && p.q.BlockSize != nil {
-		bo := p.q.BlockSize[0]
-		step = max(bo, step/bo*bo)
-	}
+	step := max(1, dequantChunkValues/max(cols, 1)) // whole rows, any row of a block
 	for m := range mats {
 		for r0 := uint64(0); r0 < rows; r0 += step {
 			out = append(out, convertChunkRef{s: v, dq: &dequantChunk{w: w, m: m, r0: r0, r1: min(r0+step, rows)}})
@@ -236,53 +243,51 @@ func encode(m *convertSlot, vals []float32, to safetensors.DType) []byte {
 // fp4Values are the 16 values of E2M1, by their code (8 is -0).
 var fp4Values = [16]float64{0, 0.5, 1, 1.5, 2, 3, 4, 6, math.Copysign(0, -1), -0.5, -1, -1.5, -2, -3, -4, -6}
 
-// dequantMXFP4 computes the expert c.m of an MXFP4 weight, of blocks v
-// and scales s, as convert_moe_packed_tensors does: each value's E2M1
-// value times 2^(scale-127) as torch.ldexp gives it in float32 (exact
-// unless it overflows to ±Inf; 0 stays 0 whatever the scale), the result of
-// [rows, groups*32] transposed to [groups*32, rows].
+// dequantMXFP4 computes the rows of the chunk c of an MXFP4 weight, of
+// blocks v and scales s, as convert_moe_packed_tensors does: each
+// value's E2M1 value times 2^(scale-127) as torch.ldexp gives it in
+// float32 (exact unless it overflows to ±Inf; 0 stays 0 whatever the
+// scale), the expert's [rows, groups*32] values transposed to
+// [groups*32, rows]. It reads the expert's bytes from the first row's
+// group c.r0 to the last row's group c.r1-1: a slice of a mapped file.
 func (cv *converter) dequantMXFP4(m *convertSlot, c *dequantChunk, v, s safetensors.TensorInfo, to safetensors.DType) ([]byte, uint64, error) {
 	rows, groups := v.Shape[1], v.Shape[2]
-	cols := groups * 32
-	per := rows * groups // scales an expert
-	bt, err := cv.read(&m.in, v.Name, c.m*per*16, (c.m+1)*per*16)
+	if rows == 0 || c.r1 == c.r0 {
+		return nil, 0, nil
+	}
+	first := c.m*rows*groups + c.r0                  // the first scale read
+	last := c.m*rows*groups + (rows-1)*groups + c.r1 // past the last
+	bt, err := cv.read(&m.in, v.Name, first*16, last*16)
 	if err != nil {
 		return nil, 0, err
 	}
-	st, err := cv.read(&m.scaleIn, s.Name, c.m*per, (c.m+1)*per)
+	st, err := cv.read(&m.scaleIn, s.Name, first, last)
 	if err != nil {
 		return nil, 0, err
 	}
-	n := rows * cols
+	width := c.r1 - c.r0 // groups a row
+	n := rows * width * 32
 	if uint64(cap(m.f32)) < n {
 		m.f32 = make([]float32, n)
 	}
 	out := m.f32[:n]
-	err = safetensors.GuardFaults(func() error {
-		for r := range rows {
-			for g := range groups {
-				lut := &m.lut
-				if e := int(st.Data[r*groups+g]) - 127; e != m.lutExp || !m.lutSet {
-					for i, v := range fp4Values {
-						lut[i] = float32(math.Ldexp(v, e))
-					}
-					m.lutExp, m.lutSet = e, true
+	for r := range rows {
+		for g := range width {
+			at := r*groups + g // in the bytes read
+			if e := int(st.Data[at]) - 127; e != m.lutExp || !m.lutSet {
+				for i, v := range fp4Values {
+					m.lut[i] = float32(math.Ldexp(v, e))
 				}
-				blk := bt.Data[(r*groups+g)*16 : (r*groups+g+1)*16]
-				col := g * 32
-				for k, b := range blk {
-					c0 := col + 2*uint64(k)
-					out[c0*rows+r] = lut[b&0x0f]
-					out[(c0+1)*rows+r] = lut[b>>4]
-				}
+				m.lutExp, m.lutSet = e, true
+			}
+			for k, b := range bt.Data[at*16 : at*16+16] {
+				c0 := g*32 + 2*uint64(k)
+				out[c0*rows+r] = m.lut[b&0x0f]
+				out[(c0+1)*rows+r] = m.lut[b>>4]
 			}
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, 0, err
 	}
-	return encode(m, out, to), uint64(len(bt.Data)), nil
+	return encode(m, out, to), rows * width * 16, nil
 }
 
 // dequantizedConfig returns config.json's data without its

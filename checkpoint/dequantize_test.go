@@ -136,6 +136,17 @@ func TestQuantizationWrongScaleShape(t *testing.T) {
 }
 
 func TestConvertDequantize(t *testing.T) {
+	t.Run("chunks of a tensor", func(t *testing.T) {
+		// Chunks of a row or two for FP8 (rows of a block in several
+		// chunks), of a group of 32 rows for MXFP4.
+		defer func(n uint64) { dequantChunkValues = n }(dequantChunkValues)
+		dequantChunkValues = 400
+		testConvertDequantize(t)
+	})
+	testConvertDequantize(t)
+}
+
+func testConvertDequantize(t *testing.T) {
 	ctx := context.Background()
 	for _, dir := range []string{"fp8", "fp8-64", "mxfp4"} {
 		for _, to := range []safetensors.DType{safetensors.BF16, safetensors.F32} {
@@ -215,7 +226,7 @@ func TestConvertQuantizedRefused(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "out")
 		_, err := Convert(context.Background(), quantizedFixture(tc.dir), out, safetensors.BF16)
 		require.ErrorIs(t, err, ErrQuantized)
-		assert.Contains(t, err.Error(), "is quantized ("+tc.method+")")
+		assert.Contains(t, err.Error(), "quantized model ("+tc.method+")")
 		assert.Contains(t, err.Error(), "dequantize")
 		_, statErr := os.Lstat(out)
 		assert.True(t, errors.Is(statErr, os.ErrNotExist), "nothing written")

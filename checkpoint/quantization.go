@@ -142,15 +142,43 @@ func (c *Checkpoint) Quantization(ctx context.Context) (*Quantization, error) {
 		qc, _ = cfg["quantization_config"].(map[string]any)
 	}
 	names := c.Names()
-	infos := make(map[string]safetensors.TensorInfo, len(names))
-	for _, n := range names {
-		info, err := c.Info(n)
-		if err != nil {
+	infos := make([]safetensors.TensorInfo, len(names))
+	for i, n := range names {
+		if infos[i], err = c.Info(n); err != nil {
 			return nil, err
 		}
-		infos[n] = info
+		infos[i].Name = n
 	}
-	return recognize(qc, names, infos), nil
+	return RecognizeQuantization(qc, infos), nil
+}
+
+// RecognizeQuantization returns the quantization of the tensors infos
+// (their names, dtypes, shapes and offsets, as a header gives them) given
+// config.json's quantization_config qc, decoded by encoding/json (numbers
+// as float64 or json.Number), or nil for a model without one: see
+// Checkpoint.Quantization, which calls it. It returns nil for tensors
+// that are not quantized.
+func RecognizeQuantization(qc map[string]any, infos []safetensors.TensorInfo) *Quantization {
+	byName := make(map[string]safetensors.TensorInfo, len(infos))
+	names := make([]string, len(infos))
+	for i, t := range infos {
+		byName[t.Name] = t
+		names[i] = t.Name
+	}
+	slices.Sort(names)
+	return recognize(qc, names, byName)
+}
+
+// positiveInt returns v, a JSON number, as a positive integer.
+func positiveInt(v any) (uint64, bool) {
+	switch n := v.(type) {
+	case json.Number:
+		i, err := n.Int64()
+		return uint64(i), err == nil && i > 0
+	case float64:
+		return uint64(n), n >= 1 && n <= 1<<53 && n == float64(uint64(n))
+	}
+	return 0, false
 }
 
 // recognize returns the quantization of the tensors names (sorted), given
@@ -166,12 +194,12 @@ func recognize(qc map[string]any, names []string, infos map[string]safetensors.T
 		if q.Method == MethodFP8 {
 			if bs, ok := qc["weight_block_size"].([]any); ok && len(bs) == 2 {
 				for _, v := range bs {
-					n, err := v.(json.Number).Int64()
-					if err != nil || n <= 0 {
+					n, ok := positiveInt(v)
+					if !ok {
 						q.BlockSize = nil
 						break
 					}
-					q.BlockSize = append(q.BlockSize, uint64(n))
+					q.BlockSize = append(q.BlockSize, n)
 				}
 			}
 		}
@@ -384,10 +412,8 @@ func groupSize(qc map[string]any) uint64 {
 	for _, g := range groups {
 		g, _ := g.(map[string]any)
 		w, _ := g["weights"].(map[string]any)
-		if n, ok := w["group_size"].(json.Number); ok {
-			if v, err := n.Int64(); err == nil && v > 0 {
-				return uint64(v)
-			}
+		if n, ok := positiveInt(w["group_size"]); ok {
+			return n
 		}
 	}
 	return 0

@@ -67,6 +67,9 @@ A DATASET is the directory of a safetensors-spark dataset
 	} else {
 		s := m.summary(name)
 		s.Warnings = warnings
+		if s.Quantization, err = summarizeQuantization(context.Background(), m.ck); err != nil {
+			return fail(stderr, "inspect", name, err)
+		}
 		if *asJSON {
 			err = s.streamJSON(stdout)
 		} else {
@@ -190,6 +193,9 @@ type summary struct {
 	Files    []fileSummary   `json:"files"`
 	Tensors  []tensorSummary `json:"tensors"`
 	Totals   totals          `json:"totals"`
+	// Quantization is how the weights are quantized, for a quantized
+	// model; nil otherwise.
+	Quantization *quantSummary `json:"quantization,omitempty"`
 
 	label  string // the part's name in the output, for a part; unprinted
 	single bool   // a model named by its one file, whose tensors are listed without it
@@ -479,6 +485,10 @@ func (s summary) streamJSON(out io.Writer) error {
 	}
 	w.WriteString(",\n  \"totals\": ")
 	value(s.Totals, "  ")
+	if s.Quantization != nil {
+		w.WriteString(",\n  \"quantization\": ")
+		value(s.Quantization, "  ")
+	}
 	w.WriteString("\n}\n")
 	if err != nil {
 		return err
@@ -519,7 +529,13 @@ func (s summary) print(w io.Writer) error {
 		return err
 	}
 	fmt.Fprintln(w)
-	return s.Totals.print(w)
+	if err := s.Totals.print(w); err != nil {
+		return err
+	}
+	if s.Quantization != nil {
+		s.Quantization.print(w)
+	}
+	return nil
 }
 
 // print prints the totals by dtype and in all, as a table.

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+
+	"github.com/safetensors-go/safetensors/checkpoint"
+)
+
+// quantSummary is what inspect says of a quantized model
+// (checkpoint.Quantization), and its JSON form.
+type quantSummary struct {
+	Method string `json:"method"`
+	// Format is compressed-tensors' format, or "".
+	Format string `json:"format"`
+	// BlockSize is the rows and columns a scale covers; [] where a weight
+	// has one scale.
+	BlockSize []uint64 `json:"block_size"`
+	// Inferred says that there is no quantization_config: the method
+	// comes from the tensors; Ambiguous says what they leave open.
+	Inferred         bool                     `json:"inferred"`
+	Ambiguous        string                   `json:"ambiguous"`
+	BitsPerParameter float64                  `json:"bits_per_parameter"`
+	WeightCount      int                      `json:"weight_count"`
+	Weights          []quantWeightSummary     `json:"weights"`
+	Others           []string                 `json:"others"`
+	q                *checkpoint.Quantization // unprinted
+}
+
+// quantWeightSummary is a quantized weight: its name and shape once
+// dequantized, the bits of a value, and the tensors that store it.
+type quantWeightSummary struct {
+	Name    string   `json:"name"`
+	Shape   []uint64 `json:"shape"`
+	Bits    int      `json:"bits"`
+	Tensors []string `json:"tensors"`
+	Error   string   `json:"error,omitempty"`
+}
+
+// summarizeQuantization returns what inspect says of the quantization of
+// ck, or nil for a model that is not quantized.
+func summarizeQuantization(ctx context.Context, ck *checkpoint.Checkpoint) (*quantSummary, error) {
+	q, err := ck.Quantization(ctx)
+	if err != nil || q == nil {
+		return nil, err
+	}
+	s := &quantSummary{Method: q.Method, Format: q.Format, BlockSize: list(q.BlockSize), Inferred: q.Inferred, Ambiguous: q.Ambiguous,
+		BitsPerParameter: math.Round(q.BitsPerParameter()*1000) / 1000, WeightCount: len(q.Weights), Weights: []quantWeightSummary{}, Others: list(q.Others), q: q}
+	for _, w := range q.Weights {
+		ws := quantWeightSummary{Name: w.Name, Shape: list(w.Shape), Bits: w.Bits, Tensors: list(w.Tensors())}
+		if w.Err != nil {
+			ws.Error = w.Err.Error()
+		}
+		s.Weights = append(s.Weights, ws)
+	}
+	return s, nil
+}
+
+// method describes the method in words: "fp8, blocks of 128x128".
+func (s *quantSummary) method() string {
+	m := s.Method
+	if s.Format != "" {
+		m += " " + s.Format
+	}
+	if len(s.BlockSize) == 2 {
+		m += fmt.Sprintf(", blocks of %dx%d", s.BlockSize[0], s.BlockSize[1])
+	}
+	if s.Inferred {
+		m += " (inferred from the tensors: no quantization_config)"
+	}
+	return m
+}
+
+// print prints the quantization: the method, and a line a weight.
+func (s *quantSummary) print(w io.Writer) {
+	fmt.Fprintf(w, "\nquantization: %s; %s quantized, %.3g bits per parameter\n", s.method(), plural(s.WeightCount, "weight"), s.BitsPerParameter)
+	if s.Ambiguous != "" {
+		fmt.Fprintf(w, "  ambiguous: %s\n", s.Ambiguous)
+	}
+	for _, q := range s.Weights {
+		fmt.Fprintf(w, "  %s %s, %d bits: %s", quoteIfNeeded(q.Name), shapeString(q.Shape), q.Bits, strings.Join(q.Tensors, ", "))
+		if q.Error != "" {
+			fmt.Fprintf(w, " (%s)", q.Error)
+		}
+		fmt.Fprintln(w)
+	}
+	if len(s.Others) > 0 {
+		fmt.Fprintf(w, "  and the method's %s\n", strings.Join(s.Others, ", "))
+	}
+}
