@@ -156,11 +156,8 @@ type convertSlot struct {
 	f32 []float32 // the chunk decoded
 	buf []byte    // the chunk encoded
 
-	scaleIn []byte      // a dequantized chunk's scales, for a source read through ReadAt
-	scales  []float32   // its scales decoded
-	lut     [16]float32 // MXFP4's values times 2^lutExp, if lutSet
-	lutExp  int
-	lutSet  bool
+	scaleIn []byte    // a dequantized chunk's scales, for a source read through ReadAt
+	scales  []float32 // its scales decoded
 }
 
 // stopped returns the error for a conversion that ctx stopped, or nil.

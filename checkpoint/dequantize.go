@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/safetensors-go/safetensors"
 	"github.com/safetensors-go/safetensors/internal/pyjson"
@@ -171,22 +172,16 @@ func (cv *converter) dequantize(m *convertSlot, c *dequantChunk, to safetensors.
 	if err != nil {
 		return nil, 0, err
 	}
-	if m.f32, err = vt.AppendFloat32s(m.f32[:0]); err != nil {
-		return nil, 0, err
-	}
-	vals := m.f32
-	read := uint64(len(vt.Data))
 	// The scales of the rows: srows rows of scols scales, the first
-	// being that of row r0 (FP8: of its block of rows).
+	// being that of row r0 (of its block of rows).
 	var s0, s1, scols, bo, bi uint64
-	switch {
-	case cv.plan.q.Method == MethodFP8 && cv.plan.q.BlockSize != nil:
+	if cv.plan.q.BlockSize != nil {
 		bo, bi = cv.plan.q.BlockSize[0], cv.plan.q.BlockSize[1]
 		srows := ceilDiv(rows, bo)
 		scols = ceilDiv(cols, bi)
 		s0 = (c.m*srows + c.r0/bo) * scols
 		s1 = (c.m*srows + ceilDiv(c.r1, bo)) * scols
-	default: // one scale
+	} else { // one scale
 		bo, bi, scols, s0, s1 = max(rows, 1), max(cols, 1), 1, 0, 1
 	}
 	st, err := cv.read(&m.scaleIn, c.w.Scale, s0, s1)
@@ -196,19 +191,77 @@ func (cv *converter) dequantize(m *convertSlot, c *dequantChunk, to safetensors.
 	if m.scales, err = st.AppendFloat32s(m.scales[:0]); err != nil {
 		return nil, 0, err
 	}
+	table := f8Values(v.DType)
+	n := (c.r1 - c.r0) * cols
+	size := uint64(to.Bits() / 8)
+	if uint64(cap(m.buf)) < n*size {
+		m.buf = make([]byte, n*size)
+	}
+	out := m.buf[:n*size]
 	for i := c.r0; i < c.r1; i++ {
 		srow := m.scales[(i/bo-c.r0/bo)*scols:]
-		row := vals[(i-c.r0)*cols : (i-c.r0+1)*cols]
+		at := (i - c.r0) * cols
+		row := vt.Data[at : at+cols]
 		for j := uint64(0); j < cols; j += bi {
 			sc := srow[j/bi]
 			blk := row[j:min(j+bi, cols)]
-			for k, x := range blk {
-				blk[k] = x * sc
+			if to == safetensors.BF16 {
+				dst := out[2*(at+j) : 2*(at+j)+2*uint64(len(blk))]
+				for k, b := range blk {
+					binary.LittleEndian.PutUint16(dst[2*k:], safetensors.F32ToBF16(table[b]*sc, safetensors.RoundNearestEven))
+				}
+				continue
+			}
+			dst := out[4*(at+j) : 4*(at+j)+4*uint64(len(blk))]
+			for k, b := range blk {
+				binary.LittleEndian.PutUint32(dst[4*k:], math.Float32bits(table[b]*sc))
 			}
 		}
 	}
-	return encode(m, vals, to), read, nil
+	return out, uint64(len(vt.Data)), nil
 }
+
+// f8Values returns the float32 values of the 256 codes of the F8 dtype d,
+// as safetensors decodes them (and torch's .float()).
+func f8Values(d safetensors.DType) *[256]float32 {
+	if d == safetensors.F8_E5M2 {
+		return f8E5M2()
+	}
+	return f8E4M3()
+}
+
+var (
+	f8E4M3 = sync.OnceValue(func() *[256]float32 { return f8Table(safetensors.F8_E4M3) })
+	f8E5M2 = sync.OnceValue(func() *[256]float32 { return f8Table(safetensors.F8_E5M2) })
+)
+
+func f8Table(d safetensors.DType) *[256]float32 {
+	codes := make([]byte, 256)
+	for i := range codes {
+		codes[i] = byte(i)
+	}
+	vals, err := safetensors.Tensor{DType: d, Shape: []uint64{256}, Data: codes}.Float32s()
+	if err != nil {
+		panic(err) // cannot happen: 256 codes of an F8 dtype
+	}
+	return (*[256]float32)(vals)
+}
+
+// mxfp4Values returns the values of the 16 E2M1 codes times 2^(e-127)
+// for each E8M0 exponent e, as torch.ldexp gives them in float32 (exact
+// unless they overflow to ±Inf; 0 stays 0), and the same in BF16, which
+// holds them exactly.
+var mxfp4Values = sync.OnceValues(func() (*[256][16]float32, *[256][16]uint16) {
+	var f [256][16]float32
+	var h [256][16]uint16
+	for e := range 256 {
+		for i, v := range fp4Values {
+			f[e][i] = float32(math.Ldexp(v, e-127))
+			h[e][i] = safetensors.F32ToBF16(f[e][i], safetensors.RoundNearestEven)
+		}
+	}
+	return &f, &h
+})
 
 // read reads the elements [lo, hi) of the named tensor of the checkpoint,
 // through *buf for a file read through ReadAt.
@@ -222,22 +275,6 @@ func (cv *converter) read(buf *[]byte, name string, lo, hi uint64) (safetensors.
 		*buf = make([]byte, need)
 	}
 	return cv.ck.TensorElements(cv.ctx, name, lo, hi, *buf)
-}
-
-// encode writes vals in the dtype to, BF16 or F32, into m.buf.
-func encode(m *convertSlot, vals []float32, to safetensors.DType) []byte {
-	if to == safetensors.BF16 {
-		m.buf = safetensors.F32sToBF16Bytes(m.buf, vals, safetensors.RoundNearestEven)
-		return m.buf
-	}
-	if cap(m.buf) < 4*len(vals) {
-		m.buf = make([]byte, 4*len(vals))
-	}
-	m.buf = m.buf[:4*len(vals)]
-	for i, v := range vals {
-		binary.LittleEndian.PutUint32(m.buf[4*i:], math.Float32bits(v))
-	}
-	return m.buf
 }
 
 // fp4Values are the 16 values of E2M1, by their code (8 is -0).
@@ -267,27 +304,31 @@ func (cv *converter) dequantMXFP4(m *convertSlot, c *dequantChunk, v, s safetens
 	}
 	width := c.r1 - c.r0 // groups a row
 	n := rows * width * 32
-	if uint64(cap(m.f32)) < n {
-		m.f32 = make([]float32, n)
+	size := uint64(to.Bits() / 8)
+	if uint64(cap(m.buf)) < n*size {
+		m.buf = make([]byte, n*size)
 	}
-	out := m.f32[:n]
-	for r := range rows {
-		for g := range width {
+	out := m.buf[:n*size]
+	f32s, bf16s := mxfp4Values()
+	// A group at a time, over the rows: 32 output rows written in step,
+	// each sequentially.
+	for g := range width {
+		for r := range rows {
 			at := r*groups + g // in the bytes read
-			if e := int(st.Data[at]) - 127; e != m.lutExp || !m.lutSet {
-				for i, v := range fp4Values {
-					m.lut[i] = float32(math.Ldexp(v, e))
-				}
-				m.lutExp, m.lutSet = e, true
-			}
+			e := st.Data[at]
 			for k, b := range bt.Data[at*16 : at*16+16] {
-				c0 := g*32 + 2*uint64(k)
-				out[c0*rows+r] = m.lut[b&0x0f]
-				out[(c0+1)*rows+r] = m.lut[b>>4]
+				o := (g*32+2*uint64(k))*rows + r // the output value of the low nibble
+				if to == safetensors.BF16 {
+					binary.LittleEndian.PutUint16(out[2*o:], bf16s[e][b&0x0f])
+					binary.LittleEndian.PutUint16(out[2*(o+rows):], bf16s[e][b>>4])
+					continue
+				}
+				binary.LittleEndian.PutUint32(out[4*o:], math.Float32bits(f32s[e][b&0x0f]))
+				binary.LittleEndian.PutUint32(out[4*(o+rows):], math.Float32bits(f32s[e][b>>4]))
 			}
 		}
 	}
-	return encode(m, out, to), rows * width * 16, nil
+	return out, rows * width * 16, nil
 }
 
 // dequantizedConfig returns config.json's data without its

@@ -126,7 +126,8 @@ func (w QuantizedWeight) Tensors() []string {
 // "_scales"; compressed-tensors from "weight_packed", or from I8 or
 // F8_E4M3 weights beside their "weight_scale". A weight whose tensors do
 // not match is listed with its Err. A config.json that is not JSON gives
-// an error.
+// an error. A config.json that names fp8, mxfp4 or compressed-tensors
+// beside tensors that none of them stores gives nil.
 func (c *Checkpoint) Quantization(ctx context.Context) (*Quantization, error) {
 	var qc map[string]any
 	data, err := c.ReadFile(ctx, "config.json")
@@ -235,6 +236,11 @@ func recognize(qc map[string]any, names []string, infos map[string]safetensors.T
 		q.Method = MethodCompressedTensors
 		recognizeCompressed(q, names, infos)
 	case q.Method == "":
+		return nil
+	}
+	if len(q.Weights) == 0 && len(q.Others) == 0 {
+		// A method this package knows, which none of the tensors uses
+		// (a config.json beside another model's weights).
 		return nil
 	}
 	q.Inferred = qc == nil
