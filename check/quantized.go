@@ -33,6 +33,9 @@ func quantization(ctx context.Context, es safetensors.ElementSource, cfg map[str
 	if q == nil {
 		return nil, nil, nil, nil
 	}
+	if err := q.ReadShapes(ctx, es); err != nil {
+		return nil, nil, nil, err
+	}
 	stored := map[string]bool{}
 	for _, n := range q.Others {
 		stored[n] = true

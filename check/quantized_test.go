@@ -89,7 +89,7 @@ func TestQuantizedDefects(t *testing.T) {
 // transformers' code, raise no false alarm about their quantization or
 // dtypes; an MXFP4 scale of 0xff (E8M0's NaN) is an error.
 func TestQuantizedFixtures(t *testing.T) {
-	for _, dir := range []string{"fp8", "fp8-64", "mxfp4"} {
+	for _, dir := range []string{"fp8", "fp8-64", "mxfp4", "ct-int", "ct-float", "ct-w4", "ct-w4-asym", "ct-w8", "ct-nvfp4"} {
 		r, err := Model(t.Context(), filepath.Join("..", "testdata", "quantized", dir))
 		require.NoError(t, err)
 		for _, f := range r.Findings {

@@ -158,6 +158,8 @@ type convertSlot struct {
 
 	scaleIn []byte    // a dequantized chunk's scales, for a source read through ReadAt
 	scales  []float32 // its scales decoded
+	zeroIn  []byte    // its zero points, for a source read through ReadAt
+	zeros   []float32 // its zero points decoded
 }
 
 // stopped returns the error for a conversion that ctx stopped, or nil.

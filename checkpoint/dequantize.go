@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 
 	"github.com/safetensors-go/safetensors"
@@ -23,9 +24,16 @@ import (
 //   - MethodMXFP4: transformers' convert_moe_packed_tensors, each E2M1
 //     value times 2^(scale-127) in float32, rounded to BF16 for BF16, and
 //     the result transposed to [experts, groups*32, rows];
+//   - MethodCompressedTensors, formats int-quantized, float-quantized,
+//     pack-quantized and nvfp4-pack-quantized: compressed-tensors 0.20's
+//     decompressor (dequantize), in the scale's dtype: each value less its
+//     zero point, times its scale (one a weight, a row, or a group of
+//     columns), each result rounded to that dtype; for NVFP4, each E2M1
+//     value times its F8_E4M3 scale over the global scale in float32,
+//     rounded to BF16; then converted to the dtype of the conversion.
 //
-// Other methods, compressed-tensors' among them, give an error wrapping
-// ErrQuantized.
+// Other methods (gptq, awq, bitsandbytes, compressed-tensors' other
+// formats) give an error wrapping ErrQuantized.
 // Without it, Convert refuses a quantized model with an error wrapping
 // ErrQuantized that names the method. Convert takes it.
 func Dequantize() Option {
@@ -61,8 +69,9 @@ func planDequantization(c *Checkpoint, q *Quantization, to safetensors.DType, as
 		return nil, fmt.Errorf("checkpoint: %s: %w (%s): converting it would recast its quantized weights or their scales; dequantize it (Dequantize, --dequantize)", src, ErrQuantized, what)
 	}
 	switch {
-	case q.Method != MethodFP8 && q.Method != MethodMXFP4:
-		return nil, fmt.Errorf("checkpoint: %s: %w (%s), which Convert does not dequantize (it does fp8 and mxfp4)", src, ErrQuantized, what)
+	case q.Method != MethodFP8 && q.Method != MethodMXFP4 && !(q.Method == MethodCompressedTensors &&
+		slices.Contains([]string{"", formatInt, formatFloat, formatPacked, formatNVFP4}, q.Format)):
+		return nil, fmt.Errorf("checkpoint: %s: %w (%s), which Convert does not dequantize (it does fp8, mxfp4, and compressed-tensors' %s, %s, %s and %s)", src, ErrQuantized, what, formatInt, formatFloat, formatPacked, formatNVFP4)
 	case q.Ambiguous != "":
 		return nil, fmt.Errorf("checkpoint: %s: %w (%s, inferred from its tensors, no config.json): %s; put its config.json beside it", src, ErrQuantized, what, q.Ambiguous)
 	case to != safetensors.BF16 && to != safetensors.F32:
@@ -127,6 +136,9 @@ func (p *dequantPlan) dequantChunks(c *Checkpoint, w *QuantizedWeight, v safeten
 		return out
 	}
 	shape := v.Shape
+	if p.q.Method == MethodCompressedTensors {
+		shape = w.Shape // [out, in], stored packed
+	}
 	if len(shape) < 2 {
 		shape = []uint64{1, numElements(shape)}
 	}
@@ -159,6 +171,8 @@ func (cv *converter) dequantize(m *convertSlot, c *dequantChunk, to safetensors.
 	switch cv.plan.q.Method {
 	case MethodMXFP4:
 		return cv.dequantMXFP4(m, c, v, s, to)
+	case MethodCompressedTensors:
+		return cv.dequantCompressed(m, c, to)
 	}
 	shape := v.Shape
 	if len(shape) < 2 {
@@ -276,9 +290,6 @@ func (cv *converter) read(buf *[]byte, name string, lo, hi uint64) (safetensors.
 	}
 	return cv.ck.TensorElements(cv.ctx, name, lo, hi, *buf)
 }
-
-// fp4Values are the 16 values of E2M1, by their code (8 is -0).
-var fp4Values = [16]float64{0, 0.5, 1, 1.5, 2, 3, 4, 6, math.Copysign(0, -1), -0.5, -1, -1.5, -2, -3, -4, -6}
 
 // dequantMXFP4 computes the rows of the chunk c of an MXFP4 weight, of
 // blocks v and scales s, as convert_moe_packed_tensors does: each

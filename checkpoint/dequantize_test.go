@@ -20,6 +20,9 @@ func quantizedFixture(name string) string {
 	return filepath.Join("..", "testdata", "quantized", name)
 }
 
+// quantizedDirs are the folders of testdata/quantized: one of each method.
+var quantizedDirs = []string{"fp8", "fp8-64", "mxfp4", "ct-int", "ct-float", "ct-w4", "ct-w4-asym", "ct-w8", "ct-nvfp4"}
+
 // assertSameTensors asserts that the file got holds the tensors of the
 // file want, bit for bit, and no others.
 func assertSameTensors(t *testing.T, want, got string) {
@@ -61,9 +64,17 @@ func TestQuantizationRecognised(t *testing.T) {
 		weights     int
 		bits        float64 // bits per parameter, scales included
 	}{
-		{"fp8", MethodFP8, []uint64{128, 128}, 3, 8},
-		{"fp8-64", MethodFP8, []uint64{64, 64}, 2, 8},
-		{"mxfp4", MethodMXFP4, []uint64{1, 32}, 2, 4.25},
+		// Bits: 8 times the bytes of values, scales, zero points and
+		// shapes, over the values.
+		{"fp8", MethodFP8, []uint64{128, 128}, 3, 8 * (45000 + 32768 + 910 + 4*(2*3+2*1+2*1)) / float64(45000+32768+910)},
+		{"fp8-64", MethodFP8, []uint64{64, 64}, 2, 8 * (7000 + 195 + 4*(2*2+1*2)) / float64(7000+195)},
+		{"mxfp4", MethodMXFP4, []uint64{1, 32}, 2, 4.25}, // 4 bits, and 8 a group of 32
+		{"ct-int", MethodCompressedTensors, nil, 2, 8 * (1961 + 3072 + 2*(37+24)) / float64(1961+3072)},
+		{"ct-float", MethodCompressedTensors, nil, 2, 8 * (1961 + 3072 + 2*(37+24)) / float64(1961+3072)},
+		{"ct-w4", MethodCompressedTensors, []uint64{1, 128}, 2, 8 * (4*(40*32+24*16) + 2*(40*2+24) + 2*16) / float64(10240+3072)},
+		{"ct-w4-asym", MethodCompressedTensors, []uint64{1, 128}, 2, 8 * (4*(40*32+24*16) + 4*(40*2+24) + 4*(5*2+3) + 2*16) / float64(10240+3072)},
+		{"ct-w8", MethodCompressedTensors, nil, 2, 8 * (4*(37*14+24*32) + 2*(37+24) + 2*16) / float64(1961+3072)},
+		{"ct-nvfp4", MethodCompressedTensors, []uint64{1, 16}, 2, 8 * (40*128 + 24*24 + 40*16 + 24*3 + 2*4) / float64(10240+1152)},
 	} {
 		t.Run(tc.dir, func(t *testing.T) {
 			c, err := Open(ctx, quantizedFixture(tc.dir))
@@ -79,11 +90,7 @@ func TestQuantizationRecognised(t *testing.T) {
 			for _, w := range q.Weights {
 				assert.NoError(t, w.Err, w.Name)
 			}
-			if tc.method == MethodMXFP4 {
-				assert.Equal(t, 4.25, q.BitsPerParameter()) // 4 bits, and 8 a group of 32
-			} else {
-				assert.InDelta(t, tc.bits, q.BitsPerParameter(), 0.05)
-			}
+			assert.InDelta(t, tc.bits, q.BitsPerParameter(), 1e-9)
 
 			// A lone file: the method and block size come from the tensors.
 			lone := filepath.Join(t.TempDir(), "model.safetensors")
@@ -98,8 +105,15 @@ func TestQuantizationRecognised(t *testing.T) {
 			require.NotNil(t, iq)
 			assert.True(t, iq.Inferred)
 			assert.Equal(t, q.Method, iq.Method)
-			assert.Equal(t, q.BlockSize, iq.BlockSize)
+			if q.Method != MethodCompressedTensors { // whose group size is in its config only
+				assert.Equal(t, q.BlockSize, iq.BlockSize)
+			}
 			assert.Empty(t, iq.Ambiguous)
+			for i, w := range iq.Weights {
+				assert.NoError(t, w.Err, w.Name)
+				assert.Equal(t, q.Weights[i].Shape, w.Shape, w.Name)
+				assert.Equal(t, q.Weights[i].Bits, w.Bits, w.Name)
+			}
 		})
 	}
 }
@@ -148,7 +162,7 @@ func TestConvertDequantize(t *testing.T) {
 
 func testConvertDequantize(t *testing.T) {
 	ctx := context.Background()
-	for _, dir := range []string{"fp8", "fp8-64", "mxfp4"} {
+	for _, dir := range quantizedDirs {
 		for _, to := range []safetensors.DType{safetensors.BF16, safetensors.F32} {
 			t.Run(dir+"/"+to.String(), func(t *testing.T) {
 				src := quantizedFixture(dir)

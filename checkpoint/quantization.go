@@ -76,6 +76,8 @@ type Quantization struct {
 	// Params counts the values of the weights, and Bytes the bytes of the
 	// tensors that store them (values, scales, zero points, shapes).
 	Params, Bytes uint64
+
+	numBits int // compressed-tensors' weights' num_bits, where the config groups agree; or 0
 }
 
 // BitsPerParameter is the bits that the quantized weights take per value,
@@ -150,7 +152,13 @@ func (c *Checkpoint) Quantization(ctx context.Context) (*Quantization, error) {
 		}
 		infos[i].Name = n
 	}
-	return RecognizeQuantization(qc, infos), nil
+	q := RecognizeQuantization(qc, infos)
+	if q != nil && q.Method == MethodCompressedTensors {
+		if err := q.ReadShapes(ctx, c); err != nil {
+			return nil, err
+		}
+	}
+	return q, nil
 }
 
 // RecognizeQuantization returns the quantization of the tensors infos
@@ -208,6 +216,7 @@ func recognize(qc map[string]any, names []string, infos map[string]safetensors.T
 			if g := groupSize(qc); g > 0 {
 				q.BlockSize = []uint64{1, g}
 			}
+			q.numBits = groupBits(qc)
 		}
 	}
 	has := func(n string) bool { _, ok := infos[n]; return ok }
@@ -244,6 +253,13 @@ func recognize(qc map[string]any, names []string, infos map[string]safetensors.T
 		return nil
 	}
 	q.Inferred = qc == nil
+	q.count(infos)
+	return q
+}
+
+// count sets q.Params and q.Bytes, and sorts its lists.
+func (q *Quantization) count(infos map[string]safetensors.TensorInfo) {
+	q.Params, q.Bytes = 0, 0
 	for _, w := range q.Weights {
 		q.Params += numElements(w.Shape)
 		for _, n := range w.Tensors() {
@@ -253,7 +269,6 @@ func recognize(qc map[string]any, names []string, infos map[string]safetensors.T
 	}
 	slices.SortFunc(q.Weights, func(a, b QuantizedWeight) int { return strings.Compare(a.Name, b.Name) })
 	slices.Sort(q.Others)
-	return q
 }
 
 // numElements is the product of shape, saturated at the largest uint64.
@@ -423,60 +438,6 @@ func groupSize(qc map[string]any) uint64 {
 		}
 	}
 	return 0
-}
-
-// recognizeCompressed lists compressed-tensors' weights.
-func recognizeCompressed(q *Quantization, names []string, infos map[string]safetensors.TensorInfo) {
-	has := func(n string) bool { _, ok := infos[n]; return ok }
-	opt := func(n string) string {
-		if has(n) {
-			return n
-		}
-		return ""
-	}
-	for _, n := range names {
-		m, ok := strings.CutSuffix(n, ".weight_scale")
-		if !ok {
-			if m, ok := cutAny(n, ".input_scale", ".input_zero_point", ".input_global_scale", ".output_scale", ".output_zero_point"); ok && has(m+".weight_scale") {
-				q.Others = append(q.Others, n)
-			}
-			continue
-		}
-		w := QuantizedWeight{Name: m + ".weight", Scale: n, ZeroPoint: opt(m + ".weight_zero_point"),
-			GlobalScale: opt(m + ".weight_global_scale"), ShapeTensor: opt(m + ".weight_shape")}
-		switch {
-		case has(m + ".weight_packed"):
-			w.Values = m + ".weight_packed"
-			p := infos[w.Values]
-			if p.DType == safetensors.U8 { // NVFP4: two E2M1 values a byte
-				w.Bits = 4
-				if len(p.Shape) == 2 {
-					w.Shape = []uint64{p.Shape[0], 2 * p.Shape[1]}
-				}
-			} else {
-				w.Bits = 4
-				if q.Format == "pack-quantized" || q.Format == "" {
-					if s := infos[w.Scale].Shape; len(s) == 2 && len(p.Shape) == 2 && p.Shape[1] > 0 && s[1] > 1 && q.BlockSize != nil {
-						w.Bits = int(32 * p.Shape[1] / (s[1] * q.BlockSize[1]))
-					}
-				}
-			}
-			if w.Shape == nil {
-				w.Err = fmt.Errorf("%s: its shape is in %s, read when it is dequantized", w.Values, w.ShapeTensor)
-				w.Err = nil
-			}
-		case has(m + ".weight"):
-			w.Values = m + ".weight"
-			v := infos[w.Values]
-			w.Shape, w.Bits = v.Shape, v.DType.Bits()
-			if v.DType != safetensors.I8 && v.DType != safetensors.F8_E4M3 {
-				w.Err = fmt.Errorf("%s is %v, not I8 or F8_E4M3", w.Values, v.DType)
-			}
-		default:
-			continue
-		}
-		q.Weights = append(q.Weights, w)
-	}
 }
 
 // cutAny returns s without the first of the suffixes it ends with.

@@ -27,18 +27,21 @@ conversion to 16 bits. Progress goes to stderr when it is a terminal.
 A quantized model (FP8 block-scaled, MXFP4, compressed-tensors, ...: see
 inspect) is refused, naming its method, rather than recast its weights or
 their scales. With --dequantize, a model in FP8 block-scaled (DeepSeek-V3,
-Qwen3-FP8) or MXFP4 (gpt-oss) is written as a plain model of --dtype BF16 or
-F32: each weight as transformers' reference dequantizer computes it, bit for
-bit (FP8: each value times its block's scale in float32, rounded once to
-BF16; MXFP4: convert_moe_packed_tensors, "X_blocks" and "X_scales" becoming
-"X"), the scales left out, config.json without quantization_config
+Qwen3-FP8), MXFP4 (gpt-oss) or compressed-tensors' int-quantized,
+float-quantized, pack-quantized or nvfp4-pack-quantized format is written as
+a plain model of --dtype BF16 or F32: each weight as the reference
+dequantizer computes it, bit for bit (FP8: each value times its block's
+scale in float32, rounded once to BF16; MXFP4: transformers'
+convert_moe_packed_tensors, "X_blocks" and "X_scales" becoming "X";
+compressed-tensors: its decompressor), the scales, zero points and packed
+forms left out, config.json without quantization_config
 (checkpoint.Dequantize).`, modelInputs,
 		`0 written; 1 the model is invalid; 2 it could not be read, it is quantized
 (without --dequantize, or in a method it does not dequantize), or OUT not
 written; 130 or 143 after SIGINT or SIGTERM (OUT not written).`)
 	asJSON := addJSONFlag(fs)
 	dtype := fs.String("dtype", "", "the dtype of the float tensors: F16, BF16 or F32 (required)")
-	dequantize := fs.Bool("dequantize", false, "write a quantized model (FP8 block-scaled, MXFP4) dequantized, in --dtype BF16 or F32")
+	dequantize := fs.Bool("dequantize", false, "write a quantized model (FP8 block-scaled, MXFP4, compressed-tensors) dequantized, in --dtype BF16 or F32")
 	rounding := fs.String("rounding", "nearest", "how to round to F16 or BF16: nearest (to even, as PyTorch does) or truncate")
 	addModelFlags(fs)
 	operands, status, ok := parse(fs, args, stdout)

@@ -7,13 +7,23 @@ reference dequantizations beside them, with the reference code:
   fp8-64/   FP8 with 64x64 blocks, partial (100x70, 3x65).
   mxfp4/    gpt-oss's MXFP4: *_blocks and *_scales of two experts, with
             scales from 0 to 255, and an F32 bias kept as it is.
+  ct-*/     compressed-tensors 0.20's formats, each weight quantized with
+            its presets' arguments (calculate_qparams) and compressed by its
+            compressor: ct-int (int-quantized, W8A8, BF16), ct-float
+            (float-quantized, FP8_DYNAMIC, F16), ct-w4 (pack-quantized, W4A16,
+            group 128), ct-w4-asym (W4A16_ASYM, F32, packed zero points), ct-w8
+            (pack-quantized W8A16, one scale a row, rows of 53 values: a partial
+            int32 word),
+            ct-nvfp4 (nvfp4-pack-quantized, NVFP4A16).
 
 Each folder has model.safetensors and config.json, and the reference
 dequantized weights in want-BF16.safetensors and want-F32.safetensors:
 FP8 from transformers' _dequantize_fp8_weight in float32 (then .to(bfloat16)
 for BF16), MXFP4 from transformers' convert_moe_packed_tensors with the
-output dtype. Run with the Python of a venv that has torch 2.x and
-transformers 5.24 (CPU is enough): python testdata/quantized/make.py
+output dtype, compressed-tensors from its compressor's decompress (in the
+dtype it gives, then .to() the output's). Run with the Python of a venv that
+has torch 2.x, transformers 5.24 and compressed-tensors 0.20.0 (CPU is
+enough): python testdata/quantized/make.py
 """
 import json
 import os
@@ -83,8 +93,61 @@ def mxfp4(name, seed):
     write(name, tensors, config, want)
 
 
+def compressed(name, preset, fmt, dtype, shapes, seed, **weights):
+    from compressed_tensors.compressors import BaseCompressor
+    from compressed_tensors.quantization import preset_name_to_scheme
+    from compressed_tensors.quantization.utils import calculate_qparams, generate_gparam
+
+    g = torch.Generator().manual_seed(seed)
+    scheme = preset_name_to_scheme(preset, ["Linear"])
+    if weights:  # the preset's weight arguments changed
+        scheme.weights = scheme.weights.model_copy(update=weights)
+    a = scheme.weights
+    compressor = BaseCompressor.load_from_registry(fmt)
+    tensors, want = {}, {"BF16": {}, "F32": {}}
+    for i, (out, inp) in enumerate(shapes):
+        m = "model.layers.%d.mlp.down_proj" % i
+        w = torch.randn(out, inp, generator=g).to(dtype)
+        if a.strategy == "channel":
+            mn, mx = w.amin(1, keepdim=True), w.amax(1, keepdim=True)
+        elif a.strategy in ("group", "tensor_group"):
+            gw = w.unflatten(-1, (-1, a.group_size))
+            mn, mx = gw.amin(-1), gw.amax(-1)
+        else:
+            mn, mx = w.amin().reshape(1), w.amax().reshape(1)
+        gs = generate_gparam(w.amin(), w.amax()) if a.strategy == "tensor_group" else None
+        scale, zp = calculate_qparams(mn, mx, a, global_scale=gs)
+        sd = {"weight": w, "weight_scale": scale, "weight_zero_point": zp}
+        if gs is not None:
+            sd["weight_global_scale"] = gs
+        c = compressor.compress(sd, scheme)
+        for k, v in c.items():
+            tensors[m + "." + k] = v.contiguous()
+        ref = compressor.decompress(dict(c), scheme)["weight"]
+        want["BF16"][m + ".weight"] = ref.to(torch.bfloat16)
+        want["F32"][m + ".weight"] = ref.to(torch.float32)
+    norm = torch.randn(shapes[0][1], generator=g).to(torch.bfloat16)
+    tensors["model.norm.weight"] = norm
+    want["BF16"]["model.norm.weight"] = norm
+    want["F32"]["model.norm.weight"] = norm.float()
+    group = {"targets": ["Linear"], "weights": a.model_dump(mode="json"), "input_activations": None,
+             "output_activations": None, "format": fmt}
+    config = {"model_type": "llama", "architectures": ["LlamaForCausalLM"],
+              "quantization_config": {"quant_method": "compressed-tensors", "format": fmt, "config_groups": {"group_0": group},
+                                      "ignore": ["lm_head"], "quantization_status": "compressed", "version": "0.20.0",
+                                      "kv_cache_scheme": None, "sparsity_config": {}}}
+    write(name, tensors, config, want)
+
+
 if __name__ == "__main__":
     print("torch", torch.__version__, "transformers", transformers.__version__)
     fp8("fp8", (128, 128), [(150, 300), (256, 128), (130, 7)], 1)
     fp8("fp8-64", (64, 64), [(100, 70), (3, 65)], 2)
     mxfp4("mxfp4", 3)
+    compressed("ct-int", "W8A8", "int-quantized", torch.bfloat16, [(37, 53), (24, 128)], 4)
+    compressed("ct-float", "FP8_DYNAMIC", "float-quantized", torch.float16, [(37, 53), (24, 128)], 5)
+    compressed("ct-w4", "W4A16", "pack-quantized", torch.bfloat16, [(40, 256), (24, 128)], 6)
+    compressed("ct-w4-asym", "W4A16_ASYM", "pack-quantized", torch.float32, [(40, 256), (24, 128)], 7)
+    compressed("ct-w8", "W8A16", "pack-quantized", torch.bfloat16, [(37, 53), (24, 128)], 8,
+               strategy="channel", group_size=None)
+    compressed("ct-nvfp4", "NVFP4A16", "nvfp4-pack-quantized", torch.bfloat16, [(40, 256), (24, 48)], 9)
