@@ -102,7 +102,11 @@ func (q *Quantization) ReadShapes(ctx context.Context, src safetensors.ElementSo
 			info.Name = n
 			infos[n] = info
 		}
-		if w.Shape != nil || w.ShapeTensor == "" {
+		if w.Shape != nil {
+			continue
+		}
+		if w.ShapeTensor == "" {
+			w.Err = fmt.Errorf("%s is packed without its weight_shape", w.Values)
 			continue
 		}
 		s := infos[w.ShapeTensor]

@@ -86,6 +86,14 @@ func planDequantization(c *Checkpoint, q *Quantization, to safetensors.DType, as
 		if w.Err != nil {
 			return nil, fmt.Errorf("checkpoint: %s: %w (%s): %s: %v", src, ErrQuantized, what, w.Name, w.Err)
 		}
+		if len(w.Shape) == 0 {
+			return nil, fmt.Errorf("checkpoint: %s: %w (%s): %s: its shape is unknown", src, ErrQuantized, what, w.Name)
+		}
+		// A chunk holds a row at least (32 output rows of an expert, for
+		// MXFP4): rows are bounded so that memory is.
+		if row := w.Shape[len(w.Shape)-1]; q.Method == MethodMXFP4 && row > maxDequantRow/32 || row > maxDequantRow {
+			return nil, fmt.Errorf("checkpoint: %s: %w (%s): %s: rows of %d values, more than the %d that Convert dequantizes at a time", src, ErrQuantized, what, w.Name, row, uint64(maxDequantRow))
+		}
 		if w.Values != w.Name && slicesContains(c, w.Name) {
 			return nil, fmt.Errorf("checkpoint: %s: %w (%s): the dequantized %s would take the name of a tensor it holds", src, ErrQuantized, what, w.Name)
 		}
@@ -114,6 +122,10 @@ type dequantChunk struct {
 	m      uint64
 	r0, r1 uint64
 }
+
+// maxDequantRow bounds the values of a row of a weight that Convert
+// dequantizes: a chunk holds one at least.
+const maxDequantRow = 1 << 24
 
 // dequantChunkValues is about how many values of a dequantized weight
 // are computed at a time (at least a row, for FP8, or 32 rows, for

@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
@@ -247,4 +248,65 @@ func TestConvertQuantizedRefused(t *testing.T) {
 	}
 	_, err := Convert(context.Background(), quantizedFixture("fp8"), filepath.Join(t.TempDir(), "out"), safetensors.F16, Dequantize())
 	assert.ErrorIs(t, err, safetensors.ErrInvalidOption)
+}
+
+// TestDequantizeHostile: tensors that do not fit their method are refused
+// with the weight named, never read out of bounds.
+func TestDequantizeHostile(t *testing.T) {
+	tensor := func(name string, d safetensors.DType, shape []uint64, data []byte) safetensors.Tensor {
+		n := numElements(shape) * uint64(d.Bits()) / 8
+		if data == nil {
+			data = make([]byte, n)
+		}
+		return safetensors.Tensor{Name: name, DType: d, Shape: shape, Data: data}
+	}
+	i64 := func(vs ...int64) []byte {
+		var b []byte
+		for _, v := range vs {
+			b = binary.LittleEndian.AppendUint64(b, uint64(v))
+		}
+		return b
+	}
+	ct := `{"quantization_config": {"quant_method": "compressed-tensors", "format": "pack-quantized", "config_groups": {"g": {"weights": {"num_bits": 4, "group_size": 128}}}}}`
+	for _, tc := range []struct {
+		name, config, want string
+		tensors        []safetensors.Tensor
+	}{
+		{"mxfp4 blocks of 8", `{"quantization_config": {"quant_method": "mxfp4"}}`, "not [experts, rows, groups, 16]",
+			[]safetensors.Tensor{tensor("e_blocks", safetensors.U8, []uint64{2, 3, 4, 8}, nil), tensor("e_scales", safetensors.U8, []uint64{2, 3, 4}, nil)}},
+		{"mxfp4 scales of another shape", `{"quantization_config": {"quant_method": "mxfp4"}}`, "have shape [2 3 5]",
+			[]safetensors.Tensor{tensor("e_blocks", safetensors.U8, []uint64{2, 3, 4, 16}, nil), tensor("e_scales", safetensors.U8, []uint64{2, 3, 5}, nil)}},
+		{"fp8 scale of one dimension", `{"quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}}`, "not [1 1] for blocks",
+			[]safetensors.Tensor{tensor("l.weight", safetensors.F8_E4M3, []uint64{100, 100}, nil), tensor("l.weight_scale_inv", safetensors.F32, []uint64{1}, nil)}},
+		{"fp8 weight of one dimension", `{"quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}}`, "blocks need two dimensions",
+			[]safetensors.Tensor{tensor("l.weight", safetensors.F8_E4M3, []uint64{100}, nil), tensor("l.weight_scale_inv", safetensors.F32, []uint64{1}, nil)}},
+		{"packed shape larger than its words", ct, "not [64, ceil(4096*4/32)]",
+			[]safetensors.Tensor{tensor("l.weight_packed", safetensors.I32, []uint64{64, 16}, nil), tensor("l.weight_scale", safetensors.BF16, []uint64{64, 1}, nil),
+				tensor("l.weight_shape", safetensors.I64, []uint64{2}, i64(64, 4096))}},
+		{"packed shape negative", ct, "does not hold two sizes",
+			[]safetensors.Tensor{tensor("l.weight_packed", safetensors.I32, []uint64{64, 16}, nil), tensor("l.weight_scale", safetensors.BF16, []uint64{64, 1}, nil),
+				tensor("l.weight_shape", safetensors.I64, []uint64{2}, i64(64, -1))}},
+		{"packed shape of three", ct, "not two integers",
+			[]safetensors.Tensor{tensor("l.weight_packed", safetensors.I32, []uint64{64, 16}, nil), tensor("l.weight_scale", safetensors.BF16, []uint64{64, 1}, nil),
+				tensor("l.weight_shape", safetensors.I64, []uint64{3}, i64(64, 128, 1))}},
+		{"packed without its shape", ct, "without its weight_shape",
+			[]safetensors.Tensor{tensor("l.weight_packed", safetensors.I32, []uint64{64, 16}, nil), tensor("l.weight_scale", safetensors.BF16, []uint64{64, 1}, nil)}},
+		{"group not dividing", ct, "fits no strategy",
+			[]safetensors.Tensor{tensor("l.weight_packed", safetensors.I32, []uint64{64, 16}, nil), tensor("l.weight_scale", safetensors.BF16, []uint64{64, 3}, nil),
+				tensor("l.weight_shape", safetensors.I64, []uint64{2}, i64(64, 128))}},
+		{"zero points of another shape", ct, "its zero points",
+			[]safetensors.Tensor{tensor("l.weight_packed", safetensors.I32, []uint64{64, 16}, nil), tensor("l.weight_scale", safetensors.BF16, []uint64{64, 1}, nil),
+				tensor("l.weight_zero_point", safetensors.I32, []uint64{64, 1}, nil), tensor("l.weight_shape", safetensors.I64, []uint64{2}, i64(64, 128))}},
+		{"nvfp4 without its global scale", `{"quantization_config": {"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized"}}`, "without its weight_global_scale",
+			[]safetensors.Tensor{tensor("l.weight_packed", safetensors.U8, []uint64{4, 8}, nil), tensor("l.weight_scale", safetensors.F8_E4M3, []uint64{4, 1}, nil)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			require.NoError(t, safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), tc.tensors, nil))
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "config.json"), []byte(tc.config), 0o666))
+			_, err := Convert(context.Background(), dir, filepath.Join(t.TempDir(), "out"), safetensors.BF16, Dequantize())
+			require.ErrorIs(t, err, ErrQuantized)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
 }
