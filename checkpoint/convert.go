@@ -108,7 +108,10 @@ func Convert(ctx context.Context, src, dst string, to safetensors.DType, opts ..
 		}
 	}
 	cv := &converter{ctx: ctx, to: to, rounding: o.rounding, progress: o.progress, ck: c}
-	q, err := c.Quantization(ctx)
+	// A file's folder's config.json says how it is quantized, on disk;
+	// over HTTP, a file's is not asked for: its tensors say.
+	_, local := onDisk(c.dir)
+	q, err := c.quantization(ctx, !isFile || local)
 	if err != nil {
 		return nil, err
 	}

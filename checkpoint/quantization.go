@@ -131,18 +131,27 @@ func (w QuantizedWeight) Tensors() []string {
 // an error. A config.json that names fp8, mxfp4 or compressed-tensors
 // beside tensors that none of them stores gives nil.
 func (c *Checkpoint) Quantization(ctx context.Context) (*Quantization, error) {
+	return c.quantization(ctx, true)
+}
+
+// quantization is Quantization, which reads config.json if readConfig is
+// set; otherwise the quantization comes from the tensors alone.
+func (c *Checkpoint) quantization(ctx context.Context, readConfig bool) (*Quantization, error) {
 	var qc map[string]any
-	data, err := c.ReadFile(ctx, "config.json")
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
-		return nil, err
-	default:
-		cfg, err := pyjson.DecodeObject(data)
-		if err != nil {
-			return nil, fmt.Errorf("checkpoint: %s: %w", c.dir.path("config.json"), err)
+	var err error
+	if readConfig {
+		data, err := c.ReadFile(ctx, "config.json")
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return nil, err
+		default:
+			cfg, err := pyjson.DecodeObject(data)
+			if err != nil {
+				return nil, fmt.Errorf("checkpoint: %s: %w", c.dir.path("config.json"), err)
+			}
+			qc, _ = cfg["quantization_config"].(map[string]any)
 		}
-		qc, _ = cfg["quantization_config"].(map[string]any)
 	}
 	names := c.Names()
 	infos := make([]safetensors.TensorInfo, len(names))

@@ -67,8 +67,15 @@ A DATASET is the directory of a safetensors-spark dataset
 	} else {
 		s := m.summary(name)
 		s.Warnings = warnings
-		if s.Quantization, err = summarizeQuantization(context.Background(), m.ck); err != nil {
+		var qwarn string
+		if s.Quantization, qwarn, err = summarizeQuantization(context.Background(), name, m); err != nil {
 			return fail(stderr, "inspect", name, err)
+		}
+		if qwarn != "" {
+			s.Warnings = append(s.Warnings, qwarn)
+			if !*asJSON {
+				fmt.Fprintf(stderr, "safetensors inspect: warning: %s\n", qwarn)
+			}
 		}
 		if *asJSON {
 			err = s.streamJSON(stdout)

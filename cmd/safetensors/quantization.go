@@ -7,6 +7,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/safetensors-go/safetensors"
 	"github.com/safetensors-go/safetensors/checkpoint"
 )
 
@@ -41,11 +42,40 @@ type quantWeightSummary struct {
 }
 
 // summarizeQuantization returns what inspect says of the quantization of
-// ck, or nil for a model that is not quantized.
-func summarizeQuantization(ctx context.Context, ck *checkpoint.Checkpoint) (*quantSummary, error) {
-	q, err := ck.Quantization(ctx)
-	if err != nil || q == nil {
-		return nil, err
+// the model m, named name, or nil for a model that is not quantized: from
+// its config.json and its tensors (checkpoint.Quantization), or from its
+// tensors alone for a file named by its URL, whose folder is not asked
+// for, or where config.json cannot be read, which the warning returned
+// says.
+func summarizeQuantization(ctx context.Context, name string, m *model) (*quantSummary, string, error) {
+	ck := m.ck
+	var q *checkpoint.Quantization
+	var err error
+	var warning string
+	if !m.file || !isURL(name) {
+		q, err = ck.Quantization(ctx)
+		if err != nil {
+			warning = fmt.Sprintf("the quantization inferred from the tensors alone: %s", errorText(err))
+		}
+	}
+	if m.file && isURL(name) || err != nil {
+		var infos []safetensors.TensorInfo
+		for _, n := range ck.Names() {
+			info, err := ck.Info(n)
+			if err != nil {
+				return nil, "", err
+			}
+			info.Name = n
+			infos = append(infos, info)
+		}
+		if q = checkpoint.RecognizeQuantization(nil, infos); q != nil {
+			if err := q.ReadShapes(ctx, ck); err != nil {
+				return nil, "", err
+			}
+		}
+	}
+	if q == nil {
+		return nil, warning, nil
 	}
 	s := &quantSummary{Method: q.Method, Format: q.Format, BlockSize: list(q.BlockSize), Inferred: q.Inferred, Ambiguous: q.Ambiguous,
 		BitsPerParameter: math.Round(q.BitsPerParameter()*1000) / 1000, WeightCount: len(q.Weights), Weights: []quantWeightSummary{}, Others: list(q.Others), q: q}
@@ -56,7 +86,7 @@ func summarizeQuantization(ctx context.Context, ck *checkpoint.Checkpoint) (*qua
 		}
 		s.Weights = append(s.Weights, ws)
 	}
-	return s, nil
+	return s, warning, nil
 }
 
 // method describes the method in words: "fp8, blocks of 128x128".
