@@ -168,8 +168,11 @@ func testConvertDequantize(t *testing.T) {
 			t.Run(dir+"/"+to.String(), func(t *testing.T) {
 				src := quantizedFixture(dir)
 				out := filepath.Join(t.TempDir(), "out")
-				cv, err := Convert(ctx, src, out, to, Dequantize())
+				var done, total uint64
+				cv, err := Convert(ctx, src, out, to, Dequantize(), Progress(func(d, t uint64) { done, total = d, t }))
 				require.NoError(t, err)
+				assert.Equal(t, total, done, "the progress reaches the total")
+				assert.Positive(t, total)
 				assertSameTensors(t, filepath.Join(src, "want-"+to.String()+".safetensors"), filepath.Join(out, "model.safetensors"))
 				assert.Positive(t, cv.Dequantized)
 				cfg, err := os.ReadFile(filepath.Join(out, "config.json"))
