@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -311,5 +312,40 @@ func TestDequantizeHostile(t *testing.T) {
 			require.ErrorIs(t, err, ErrQuantized)
 			assert.Contains(t, err.Error(), tc.want)
 		})
+	}
+}
+
+// TestInferBlockSize: a lone file's FP8 block size is the power of two
+// that gives its scales' shapes; a block of another size is ambiguous,
+// and Convert refuses to guess it.
+func TestInferBlockSize(t *testing.T) {
+	infos := func(shapes ...[2][2]uint64) []safetensors.TensorInfo {
+		var ts []safetensors.TensorInfo
+		for i, s := range shapes {
+			w := fmt.Sprintf("l%d.weight", i)
+			ts = append(ts, safetensors.TensorInfo{Name: w, DType: safetensors.F8_E4M3, Shape: s[0][:]},
+				safetensors.TensorInfo{Name: w + "_scale_inv", DType: safetensors.F32, Shape: s[1][:]})
+		}
+		return ts
+	}
+	for _, tc := range []struct {
+		shapes    [][2][2]uint64
+		block     []uint64
+		ambiguous string
+	}{
+		{[][2][2]uint64{{{400, 300}, {4, 3}}, {{128, 7}, {1, 1}}}, []uint64{128, 128}, ""},
+		{[][2][2]uint64{{{100, 70}, {2, 2}}}, []uint64{64, 64}, ""},
+		{[][2][2]uint64{{{128, 128}, {1, 1}}}, []uint64{128, 128}, ""}, // any of 128, 256, ... alike
+		{[][2][2]uint64{{{500, 500}, {5, 5}}}, nil, "no power of two"}, // blocks of 100 to 124
+	} {
+		q := RecognizeQuantization(nil, infos(tc.shapes...))
+		require.NotNil(t, q)
+		assert.True(t, q.Inferred)
+		assert.Equal(t, tc.block, q.BlockSize, "%v", tc.shapes)
+		if tc.ambiguous == "" {
+			assert.Empty(t, q.Ambiguous)
+		} else {
+			assert.Contains(t, q.Ambiguous, tc.ambiguous)
+		}
 	}
 }

@@ -65,8 +65,8 @@ type Quantization struct {
 	// (a lone file): the method and BlockSize were inferred from the
 	// tensors' names, dtypes and shapes.
 	Inferred bool
-	// Ambiguous says what the tensors leave open when Inferred (several
-	// block sizes that would dequantize differently), or is "".
+	// Ambiguous says what the tensors leave open when Inferred (an FP8
+	// block size that no power of two gives), or is "".
 	Ambiguous string
 	// Weights are the quantized weights, sorted by name.
 	Weights []QuantizedWeight
@@ -123,8 +123,8 @@ func (w QuantizedWeight) Tensors() []string {
 // tensors, or nil for a model that is not quantized. Without a
 // config.json (a lone file), the method is inferred from the tensors: FP8
 // from F8_E4M3 weights beside their "weight_scale_inv", its block size as
-// the one power of two that gives every scale's shape (Ambiguous says so
-// when several would dequantize differently); MXFP4 from "_blocks" and
+// the power of two that gives every scale's shape (Ambiguous says so when
+// none does); MXFP4 from "_blocks" and
 // "_scales"; compressed-tensors from "weight_packed", or from I8 or
 // F8_E4M3 weights beside their "weight_scale". A weight whose tensors do
 // not match is listed with its Err. A config.json that is not JSON gives
@@ -323,13 +323,17 @@ func recognizeFP8(q *Quantization, infer bool, names []string, infos map[string]
 	}
 }
 
-// inferBlockSize returns the block size, in powers of two, that gives the
-// shapes of all the weights' scales, and what is ambiguous about it.
+// inferBlockSize returns the block size that gives the shapes of all the
+// weights' scales, taken to be a power of two, as every published FP8
+// checkpoint's is (128): the smallest that does. With ceil(n/b) scales
+// for n values, at most one power of two fits a dimension of two scales
+// or more, and any two that fit one of a single scale dequantize alike.
+// It returns nil for weights of one scale each, and says so where no
+// power of two fits (a block size of another kind, which the tensors do
+// not tell).
 func inferBlockSize(ws []QuantizedWeight, infos map[string]safetensors.TensorInfo) ([]uint64, string) {
 	block := make([]uint64, 2)
-	var notes []string
 	for d := range 2 {
-		var fits []uint64
 		for k := range 31 {
 			b := uint64(1) << k
 			ok := len(ws) > 0
@@ -341,27 +345,18 @@ func inferBlockSize(ws []QuantizedWeight, infos map[string]safetensors.TensorInf
 				}
 			}
 			if ok {
-				fits = append(fits, b)
-			}
-		}
-		if len(fits) == 0 {
-			if len(ws) > 0 && len(infos[ws[0].Scale].Shape) <= 1 && numElements(infos[ws[0].Scale].Shape) == 1 {
-				return nil, "" // one scale a weight
-			}
-			return nil, "no power of two gives every scale's shape from its weight's"
-		}
-		block[d] = fits[0]
-		// Two block sizes dequantize alike where both cover the whole
-		// dimension of every weight.
-		for _, w := range ws {
-			v := infos[w.Values].Shape
-			if n := v[len(v)-2+d]; len(fits) > 1 && fits[0] < n {
-				notes = append(notes, fmt.Sprintf("the block size along dimension %d may be %d or %d", d, fits[0], fits[1]))
+				block[d] = b
 				break
 			}
 		}
+		if block[d] == 0 {
+			if len(ws) > 0 && len(infos[ws[0].Scale].Shape) <= 1 && numElements(infos[ws[0].Scale].Shape) == 1 {
+				return nil, "" // one scale a weight
+			}
+			return nil, "no power of two gives every scale's shape from its weight's: the block size is not known"
+		}
 	}
-	return block, strings.Join(notes, "; ")
+	return block, ""
 }
 
 // checkFP8 returns what is wrong with the FP8 weight w, for the block
