@@ -106,6 +106,12 @@ func (s *quantSummary) method() string {
 
 // print prints the quantization: the method, and a line a weight.
 func (s *quantSummary) print(w io.Writer) {
+	switch s.Method {
+	case checkpoint.MethodFP8, checkpoint.MethodMXFP4, checkpoint.MethodCompressedTensors:
+	default:
+		fmt.Fprintf(w, "\nquantization: %s (a method whose tensors inspect does not describe)\n", s.method())
+		return
+	}
 	fmt.Fprintf(w, "\nquantization: %s; %s quantized, %.3g bits per parameter\n", s.method(), plural(s.WeightCount, "weight"), s.BitsPerParameter)
 	if s.Ambiguous != "" {
 		fmt.Fprintf(w, "  ambiguous: %s\n", s.Ambiguous)
