@@ -27,9 +27,9 @@ import (
 // and give the same verdict, tensors and metadata for every file.
 //
 // A Reader is safe for use by several goroutines at once: Tensor, Tensors,
-// Names, Metadata, Header and Prefetch may be called concurrently, as may
-// View, Values and Slice on the tensors they return. Close must not be called
-// concurrently with them.
+// Names, Metadata, Header, Prefetch and ReadSlice may be called
+// concurrently, as may View, Values and Slice on the tensors they return.
+// Close must not be called concurrently with them.
 type Reader struct {
 	h    *parsedHeader
 	data []byte // the data section, for Open and NewReader
