@@ -274,7 +274,7 @@ func TestDequantizeHostile(t *testing.T) {
 	ct := `{"quantization_config": {"quant_method": "compressed-tensors", "format": "pack-quantized", "config_groups": {"g": {"weights": {"num_bits": 4, "group_size": 128}}}}}`
 	for _, tc := range []struct {
 		name, config, want string
-		tensors        []safetensors.Tensor
+		tensors            []safetensors.Tensor
 	}{
 		{"mxfp4 blocks of 8", `{"quantization_config": {"quant_method": "mxfp4"}}`, "not [experts, rows, groups, 16]",
 			[]safetensors.Tensor{tensor("e_blocks", safetensors.U8, []uint64{2, 3, 4, 8}, nil), tensor("e_scales", safetensors.U8, []uint64{2, 3, 4}, nil)}},
