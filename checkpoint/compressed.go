@@ -364,11 +364,10 @@ func (cv *converter) dequantCompressed(m *convertSlot, c *dequantChunk, to safet
 		f8 = f8Values(v.DType)
 	}
 	n := (c.r1 - c.r0) * in
-	size := uint64(to.Bits() / 8)
-	if uint64(cap(m.buf)) < n*size {
-		m.buf = make([]byte, n*size)
+	if uint64(cap(m.f32)) < n {
+		m.f32 = make([]float32, n)
 	}
-	out := m.buf[:n*size]
+	vals := m.f32[:n]
 	for r := c.r0; r < c.r1; r++ {
 		row := vt.Data[(r-c.r0)*per*uint64(v.DType.Bits()/8):]
 		for j := range in {
@@ -404,15 +403,10 @@ func (cv *converter) dequantCompressed(m *convertSlot, c *dequantChunk, to safet
 			if refRound != nil {
 				x = refRound(x)
 			}
-			o := (r-c.r0)*in + j
-			if to == safetensors.BF16 {
-				binary.LittleEndian.PutUint16(out[2*o:], safetensors.F32ToBF16(x, safetensors.RoundNearestEven))
-			} else {
-				binary.LittleEndian.PutUint32(out[4*o:], math.Float32bits(x))
-			}
+			vals[(r-c.r0)*in+j] = x
 		}
 	}
-	return out, uint64(len(vt.Data)), nil
+	return encode(m, vals, to), uint64(len(vt.Data)), nil
 }
 
 // unpackBits returns the value i of a stream of words (word(0), ...,

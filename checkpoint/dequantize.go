@@ -217,34 +217,45 @@ func (cv *converter) dequantize(m *convertSlot, c *dequantChunk, to safetensors.
 	if m.scales, err = st.AppendFloat32s(m.scales[:0]); err != nil {
 		return nil, 0, err
 	}
+	// The products, in float32, then encoded all at once (F32sToBF16Bytes
+	// rounds a chunk on vector units).
 	table := f8Values(v.DType)
 	n := (c.r1 - c.r0) * cols
-	size := uint64(to.Bits() / 8)
-	if uint64(cap(m.buf)) < n*size {
-		m.buf = make([]byte, n*size)
+	if uint64(cap(m.f32)) < n {
+		m.f32 = make([]float32, n)
 	}
-	out := m.buf[:n*size]
+	vals := m.f32[:n]
 	for i := c.r0; i < c.r1; i++ {
 		srow := m.scales[(i/bo-c.r0/bo)*scols:]
 		at := (i - c.r0) * cols
 		row := vt.Data[at : at+cols]
+		dst := vals[at : at+cols]
 		for j := uint64(0); j < cols; j += bi {
 			sc := srow[j/bi]
-			blk := row[j:min(j+bi, cols)]
-			if to == safetensors.BF16 {
-				dst := out[2*(at+j) : 2*(at+j)+2*uint64(len(blk))]
-				for k, b := range blk {
-					binary.LittleEndian.PutUint16(dst[2*k:], safetensors.F32ToBF16(table[b]*sc, safetensors.RoundNearestEven))
-				}
-				continue
-			}
-			dst := out[4*(at+j) : 4*(at+j)+4*uint64(len(blk))]
+			e := min(j+bi, cols)
+			blk, d := row[j:e], dst[j:e]
 			for k, b := range blk {
-				binary.LittleEndian.PutUint32(dst[4*k:], math.Float32bits(table[b]*sc))
+				d[k] = table[b] * sc
 			}
 		}
 	}
-	return out, uint64(len(vt.Data)), nil
+	return encode(m, vals, to), uint64(len(vt.Data)), nil
+}
+
+// encode writes vals in the dtype to, BF16 or F32, into m.buf.
+func encode(m *convertSlot, vals []float32, to safetensors.DType) []byte {
+	if to == safetensors.BF16 {
+		m.buf = safetensors.F32sToBF16Bytes(m.buf, vals, safetensors.RoundNearestEven)
+		return m.buf
+	}
+	if cap(m.buf) < 4*len(vals) {
+		m.buf = make([]byte, 4*len(vals))
+	}
+	m.buf = m.buf[:4*len(vals)]
+	for i, v := range vals {
+		binary.LittleEndian.PutUint32(m.buf[4*i:], math.Float32bits(v))
+	}
+	return m.buf
 }
 
 // f8Values returns the float32 values of the 256 codes of the F8 dtype d,
