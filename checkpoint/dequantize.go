@@ -286,18 +286,16 @@ func f8Table(d safetensors.DType) *[256]float32 {
 
 // mxfp4Values returns the values of the 16 E2M1 codes times 2^(e-127)
 // for each E8M0 exponent e, as torch.ldexp gives them in float32 (exact
-// unless they overflow to ±Inf; 0 stays 0), and the same in BF16, which
-// holds them exactly.
-var mxfp4Values = sync.OnceValues(func() (*[256][16]float32, *[256][16]uint16) {
+// unless they overflow to ±Inf; 0 stays 0), which BF16 also holds
+// exactly.
+var mxfp4Values = sync.OnceValue(func() *[256][16]float32 {
 	var f [256][16]float32
-	var h [256][16]uint16
 	for e := range 256 {
 		for i, v := range fp4Values {
 			f[e][i] = float32(math.Ldexp(v, e-127))
-			h[e][i] = safetensors.F32ToBF16(f[e][i], safetensors.RoundNearestEven)
 		}
 	}
-	return &f, &h
+	return &f
 })
 
 // read reads the elements [lo, hi) of the named tensor of the checkpoint,
@@ -337,32 +335,26 @@ func (cv *converter) dequantMXFP4(m *convertSlot, c *dequantChunk, v, s safetens
 		return nil, 0, err
 	}
 	width := c.r1 - c.r0 // groups a row
+	f32s := mxfp4Values()
+	// An output row at a time, each written sequentially: its value r
+	// is a nibble of row r's block of the group, in float32; then the
+	// chunk encoded at once.
 	n := rows * width * 32
-	size := uint64(to.Bits() / 8)
-	if uint64(cap(m.buf)) < n*size {
-		m.buf = make([]byte, n*size)
+	if uint64(cap(m.f32)) < n {
+		m.f32 = make([]float32, n)
 	}
-	out := m.buf[:n*size]
-	f32s, bf16s := mxfp4Values()
-	// A group at a time, over the rows: 32 output rows written in step,
-	// each sequentially.
+	vals := m.f32[:n]
 	for g := range width {
-		for r := range rows {
-			at := r*groups + g // in the bytes read
-			e := st.Data[at]
-			for k, b := range bt.Data[at*16 : at*16+16] {
-				o := (g*32+2*uint64(k))*rows + r // the output value of the low nibble
-				if to == safetensors.BF16 {
-					binary.LittleEndian.PutUint16(out[2*o:], bf16s[e][b&0x0f])
-					binary.LittleEndian.PutUint16(out[2*(o+rows):], bf16s[e][b>>4])
-					continue
-				}
-				binary.LittleEndian.PutUint32(out[4*o:], math.Float32bits(f32s[e][b&0x0f]))
-				binary.LittleEndian.PutUint32(out[4*(o+rows):], math.Float32bits(f32s[e][b>>4]))
+		for c := range uint64(32) {
+			dst := vals[(g*32+c)*rows : (g*32+c+1)*rows]
+			shift, k := 4*(c%2), c/2
+			for r := range dst {
+				at := uint64(r)*groups + g // in the bytes read
+				dst[r] = f32s[st.Data[at]][bt.Data[at*16+k]>>shift&0x0f]
 			}
 		}
 	}
-	return out, rows * width * 16, nil
+	return encode(m, vals, to), rows * width * 16, nil
 }
 
 // dequantizedConfig returns config.json's data without its
