@@ -44,7 +44,7 @@ func schemaExamples(t *testing.T) map[string][]any {
 // error, where a finding is).
 var optionalKeys = map[string]bool{
 	"model": true, "dataset": true, "part": true, "error": true, "mode": true, "sample_count": true,
-	"tensor": true, "block": true, "key": true, "count": true, "first_index": true,
+	"tensor": true, "block": true, "key": true, "count": true, "first_index": true, "quantization": true,
 }
 
 // nullableKeys are the fields that may be null, as docs/cli.md says:
@@ -178,7 +178,9 @@ func TestJSONSchema(t *testing.T) {
 	}
 	runs = append(runs,
 		[]string{"inspect", ds}, []string{"validate", ds, file, missing}, []string{"quantize", file, filepath.Join(t.TempDir(), "q")},
-		[]string{"quantize", sharded, filepath.Join(t.TempDir(), "q")}, []string{"version"})
+		[]string{"quantize", sharded, filepath.Join(t.TempDir(), "q")}, []string{"version"},
+		[]string{"inspect", quantized("fp8")}, []string{"check", quantized("mxfp4")},
+		[]string{"convert", "--dequantize", "--dtype", "BF16", quantized("fp8"), filepath.Join(t.TempDir(), "out")})
 	key, pub := signingKeys(t)
 	sig := filepath.Join(t.TempDir(), "model.sig")
 	runs = append(runs, []string{"sign", "--key", key, "--signature", sig, sharded}, []string{"verify", "--signature", sig, "--key", pub, sharded},
