@@ -297,7 +297,7 @@ func Model(ctx context.Context, target string, opts ...Option) (*Report, error) 
 	switch {
 	case err == nil:
 		defer ck.Close()
-	case isURL(target) || errors.Is(err, os.ErrNotExist) && !exists(target):
+	case remote.IsURL(target) || errors.Is(err, os.ErrNotExist) && !exists(target):
 		return nil, err
 	case errors.Is(err, checkpoint.ErrNoModel):
 		r.NoModel = err.Error()
@@ -305,7 +305,7 @@ func Model(ctx context.Context, target string, opts ...Option) (*Report, error) 
 	default:
 		r.Structure = err
 	}
-	if isURL(target) {
+	if remote.IsURL(target) {
 		if err := verifyRemote(ctx, ck, r, o); err != nil {
 			return nil, err
 		}
@@ -320,11 +320,6 @@ func Model(ctx context.Context, target string, opts ...Option) (*Report, error) 
 		return nil, noModel // nothing at all to verify
 	}
 	return r, nil
-}
-
-func isURL(s string) bool {
-	l := strings.ToLower(s)
-	return strings.HasPrefix(l, "http://") || strings.HasPrefix(l, "https://")
 }
 
 func exists(name string) bool {

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/safetensors-go/safetensors/internal/atomicfile"
+	"github.com/safetensors-go/safetensors/remote"
 	"github.com/safetensors-go/safetensors/signing"
 	"github.com/safetensors-go/safetensors/verify"
 )
@@ -67,7 +68,7 @@ the key could not be read.`)
 		return usageError(fs, "--key or --cert, not both")
 	}
 	opts := []verify.Option{verify.CheckpointOptions(checkpointOptions(name)...)}
-	if isURL(name) {
+	if remote.IsURL(name) {
 		opts = append(opts, verify.RemoteOptions(remoteOptions(name)...))
 	}
 	if *sigPath != "" {
@@ -357,7 +358,7 @@ could not be written.`)
 		return usageError(fs, "--key is required")
 	}
 	name := operands[0]
-	if isURL(name) {
+	if remote.IsURL(name) {
 		return usageError(fs, "%s: a folder on disk is signed, not a URL", name)
 	}
 	if info, err := os.Stat(name); err != nil {
