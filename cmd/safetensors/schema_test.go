@@ -53,7 +53,7 @@ var optionalKeys = map[string]bool{
 var nullableKeys = map[string]bool{
 	"value_count": true, "min": true, "max": true, "mean": true, "std": true, "nan_count": true, "inf_count": true,
 	"max_abs_diff": true, "max_rel_diff": true, "value_a": true, "value_b": true,
-	"signature": true, "tensor_manifest": true, // verify without --signature, --digests
+	"signature_check": true, "tensor_manifest": true, // verify without --signature, --digests
 }
 
 // mapKeys are the fields whose value is a map of any keys, every value of

@@ -144,7 +144,7 @@ type verifyOutput struct {
 	CheckedCount   int                `json:"checked_count"`
 	MismatchCount  int                `json:"mismatch_count"`
 	UncheckedCount int                `json:"unchecked_count"`
-	Signature      *verifySignature   `json:"signature"`
+	Signature      *verifySignature   `json:"signature_check"`
 	Tensors        *verifyTensors     `json:"tensor_manifest"`
 	Files          []verifyFileOutput `json:"files"`
 }
