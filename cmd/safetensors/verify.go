@@ -127,6 +127,13 @@ the key could not be read.`)
 	if err != nil {
 		return fail(stderr, "verify", "", err)
 	}
+	if !*asJSON && out.Error != "" {
+		// The verdict's reason, as every command gives it.
+		fmt.Fprintf(stderr, "safetensors verify: %s: %s\n", name, out.Error)
+		if errors.Is(report.Err(), verify.ErrNoReference) && !*structureOnly {
+			fmt.Fprintf(stderr, "safetensors verify: --structure-only accepts a model checked for its structure alone\n")
+		}
+	}
 	return out.Status
 }
 

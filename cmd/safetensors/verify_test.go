@@ -55,11 +55,14 @@ func TestSignVerify(t *testing.T) {
 	require.Equal(t, exitOK, status, stdout+stderr)
 	assert.Contains(t, stdout, "model.safetensors: ok: signature sha256")
 
-	status, stdout, _ = runCmd("verify", dir)
+	status, stdout, stderr = runCmd("verify", dir)
 	assert.Equal(t, exitFail, status, "no reference")
 	assert.Contains(t, stdout, "unchecked: no reference")
-	status, _, _ = runCmd("verify", "--structure-only", dir)
+	assert.Equal(t, "safetensors verify: "+dir+": no reference to check against: model.safetensors, model.sig: only the structure was checked (no cache blob, LFS pointer, server digest or signature)\n"+
+		"safetensors verify: --structure-only accepts a model checked for its structure alone\n", stderr)
+	status, _, stderr = runCmd("verify", "--structure-only", dir)
 	assert.Equal(t, exitOK, status)
+	assert.Empty(t, stderr)
 
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "extra.txt"), []byte("x"), 0o644))
 	status, stdout, _ = runCmd("verify", "--signature", sig, "--key", pub, dir)
