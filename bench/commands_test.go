@@ -499,14 +499,14 @@ func BenchmarkDequantizeModel(b *testing.B) {
 					return err
 				}, clean: func() { os.RemoveAll(out) }},
 				side{name: "write", run: func() error {
-					return writeCeiling(out, outSize, buf)
+					return writeCeiling(out, outSize, buf, false)
 				}, clean: func() { os.RemoveAll(out) }},
 				side{name: "sum", run: func() error { _, err := byteSum(path); return err }},
 				side{name: "read+write", run: func() error {
 					if _, err := byteSum(path); err != nil {
 						return err
 					}
-					return writeCeiling(out, outSize, buf)
+					return writeCeiling(out, outSize, buf, false)
 				}, clean: func() { os.RemoveAll(out) }})
 		})
 	}
