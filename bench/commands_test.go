@@ -181,9 +181,9 @@ func writeCeiling(path string, n int64, buf []byte, kick bool) error {
 	return f.Sync()
 }
 
-// readWriteSide is the combined ceiling of a command that reads the file
-// at path and writes n bytes: the plain parallel pass over path (fileSum)
-// and, at the same time, on one more goroutine, writeCeiling of n bytes
+// readWriteSide is the combined ceiling of a command that reads a file
+// and writes n bytes: read, the plain parallel pass over the file (sumSide
+// or byteSumSide), and, at the same time, on one more goroutine, writeCeiling of n bytes
 // to out, starting the writeback as it goes; done when both are. Both
 // are as fast as they can be: nothing makes a write wait for the reads
 // whose results it holds, as a command's must, nor a read for a write,
@@ -192,11 +192,11 @@ func writeCeiling(path string, n int64, buf []byte, kick bool) error {
 // no computation of its own, a fairer ceiling than either alone (the
 // writes and the sync take longer than the pass here), and than the
 // two one after the other, which a command overlapping them passes.
-func readWriteSide(path, out string, n int64, buf []byte) side {
+func readWriteSide(read side, out string, n int64, buf []byte) side {
 	return side{name: "readwrite", run: func() error {
 		errc := make(chan error, 1)
 		go func() { errc <- writeCeiling(out, n, buf, true) }()
-		_, err := fileSum(path)
+		err := read.run()
 		return cmp.Or(<-errc, err)
 	}, clean: func() { os.RemoveAll(out) }}
 }
@@ -326,7 +326,7 @@ func BenchmarkQuantizeModel(b *testing.B) {
 			side{name: "write", run: func() error {
 				return writeCeiling(ceil, n, buf, true)
 			}, clean: func() { os.RemoveAll(ceil) }},
-			readWriteSide(path, ceil, n, buf))
+			readWriteSide(sumSide(path), ceil, n, buf))
 	})
 }
 
@@ -353,7 +353,7 @@ func BenchmarkConvertModel(b *testing.B) {
 			side{name: "write", run: func() error {
 				return writeCeiling(ceil, n, buf, true)
 			}, clean: func() { os.Remove(ceil) }},
-			readWriteSide(path, ceil, n, buf))
+			readWriteSide(sumSide(path), ceil, n, buf))
 	})
 }
 
@@ -432,6 +432,11 @@ func quantizedModel(b *testing.B, method string, size int64) string {
 	return dir
 }
 
+// byteSumSide is sumSide for files of any dtype: byteSum over path.
+func byteSumSide(path string) side {
+	return side{name: "sum", run: func() error { _, err := byteSum(path); return err }}
+}
+
 // byteSum is the plain parallel pass over the bytes of the file's
 // tensors, of any dtype: mapped, each tensor's bytes summed by GOMAXPROCS
 // goroutines, each a contiguous share, closed.
@@ -473,10 +478,10 @@ func byteSum(path string) (uint64, error) {
 // BenchmarkDequantizeModel runs checkpoint.Convert with Dequantize, what
 // `safetensors convert --dequantize --dtype BF16` runs, on an FP8
 // block-scaled and an MXFP4 model (the output removed after each round,
-// untimed), against the plain parallel pass over the bytes of the same
-// file (byteSum, "x-sum"), the "write" ceiling of its output's size
-// ("x-write"), and both one after the other ("x", the ceiling of a
-// command that reads the file and writes its output).
+// untimed), against the combined ceiling of its output's size, as
+// BenchmarkQuantizeModel does, with the pass over the file's bytes
+// whatever their dtype (byteSumSide): "x" over both at once, "x-sum" and
+// "x-write" over each alone.
 func BenchmarkDequantizeModel(b *testing.B) {
 	for _, method := range []string{checkpoint.MethodFP8, checkpoint.MethodMXFP4} {
 		b.Run(method, func(b *testing.B) {
@@ -491,23 +496,19 @@ func BenchmarkDequantizeModel(b *testing.B) {
 			if method == checkpoint.MethodMXFP4 {
 				outSize = 4 * size // two a byte
 			}
-			out := filepath.Join(b.TempDir(), "out")
+			tmp := b.TempDir()
+			out, ceil := filepath.Join(tmp, "out"), filepath.Join(tmp, "ceiling")
 			buf := make([]byte, 1<<20)
 			raceSides(b, info.Size(),
 				side{name: "dequantize", run: func() error {
 					_, err := checkpoint.Convert(context.Background(), dir, out, safetensors.BF16, checkpoint.Dequantize())
 					return err
 				}, clean: func() { os.RemoveAll(out) }},
+				byteSumSide(path),
 				side{name: "write", run: func() error {
-					return writeCeiling(out, outSize, buf, false)
-				}, clean: func() { os.RemoveAll(out) }},
-				side{name: "sum", run: func() error { _, err := byteSum(path); return err }},
-				side{name: "read+write", run: func() error {
-					if _, err := byteSum(path); err != nil {
-						return err
-					}
-					return writeCeiling(out, outSize, buf, false)
-				}, clean: func() { os.RemoveAll(out) }})
+					return writeCeiling(ceil, outSize, buf, true)
+				}, clean: func() { os.RemoveAll(ceil) }},
+				readWriteSide(byteSumSide(path), ceil, outSize, buf))
 		})
 	}
 }

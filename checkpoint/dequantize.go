@@ -284,6 +284,34 @@ func f8Table(d safetensors.DType) *[256]float32 {
 	return (*[256]float32)(vals)
 }
 
+// mxfp4Tile is how many input rows dequantMXFP4 transposes at a time.
+const mxfp4Tile = 32
+
+// mxfp4BF16 and mxfp4F32 are mxfp4Values encoded as encode encodes them:
+// the bits of each value in BF16 (rounded to nearest even, though every
+// one is exact) and in F32.
+var (
+	mxfp4BF16 = sync.OnceValue(func() *[256][16]uint32 {
+		var t [256][16]uint32
+		for e, vals := range mxfp4Values() {
+			b := safetensors.F32sToBF16Bytes(nil, vals[:], safetensors.RoundNearestEven)
+			for i := range vals {
+				t[e][i] = uint32(binary.LittleEndian.Uint16(b[2*i:]))
+			}
+		}
+		return &t
+	})
+	mxfp4F32 = sync.OnceValue(func() *[256][16]uint32 {
+		var t [256][16]uint32
+		for e, vals := range mxfp4Values() {
+			for i, v := range vals {
+				t[e][i] = math.Float32bits(v)
+			}
+		}
+		return &t
+	})
+)
+
 // mxfp4Values returns the values of the 16 E2M1 codes times 2^(e-127)
 // for each E8M0 exponent e, as torch.ldexp gives them in float32 (exact
 // unless they overflow to ±Inf; 0 stays 0), which BF16 also holds
@@ -335,26 +363,57 @@ func (cv *converter) dequantMXFP4(m *convertSlot, c *dequantChunk, v, s safetens
 		return nil, 0, err
 	}
 	width := c.r1 - c.r0 // groups a row
-	f32s := mxfp4Values()
-	// An output row at a time, each written sequentially: its value r
-	// is a nibble of row r's block of the group, in float32; then the
-	// chunk encoded at once.
-	n := rows * width * 32
-	if uint64(cap(m.f32)) < n {
-		m.f32 = make([]float32, n)
+	tab, size := mxfp4BF16(), uint64(2)
+	if to != safetensors.BF16 {
+		tab, size = mxfp4F32(), 4
 	}
-	vals := m.f32[:n]
-	for g := range width {
-		for c := range uint64(32) {
-			dst := vals[(g*32+c)*rows : (g*32+c+1)*rows]
-			shift, k := 4*(c%2), c/2
-			for r := range dst {
-				at := uint64(r)*groups + g // in the bytes read
-				dst[r] = f32s[st.Data[at]][bt.Data[at*16+k]>>shift&0x0f]
+	// Output row j = g*32+c holds, at r, nibble c of row r's block of
+	// group g. The transposition goes by tiles of mxfp4Tile input rows:
+	// each row's blocks, read in order, are decoded (to the output's
+	// bits, through the table) into the tile, laid out by output row;
+	// then each output row's piece of the tile is written at once. Row
+	// by row, or output row by output row, the writes or the reads would
+	// stride over the chunk at a power of two and miss the cache at each
+	// value.
+	out := uint64(32) * width // output rows
+	n := rows * out
+	if uint64(cap(m.buf)) < n*size {
+		m.buf = make([]byte, n*size)
+	}
+	buf := m.buf[:n*size]
+	tile := min(rows, mxfp4Tile)
+	if uint64(cap(m.bits)) < out*tile {
+		m.bits = make([]uint32, out*tile)
+	}
+	tmp := m.bits[:out*tile]
+	for r0 := uint64(0); r0 < rows; r0 += tile {
+		r1 := min(r0+tile, rows)
+		for r := r0; r < r1; r++ {
+			at := r * groups // in the bytes read
+			for g := range width {
+				vals := &tab[st.Data[at+g]]
+				block := bt.Data[(at+g)*16 : (at+g)*16+16]
+				col := tmp[g*32*tile+r-r0:]
+				for k, x := range block {
+					col[uint64(2*k)*tile] = vals[x&0x0f]
+					col[uint64(2*k+1)*tile] = vals[x>>4]
+				}
+			}
+		}
+		for j := range out {
+			piece, o := tmp[j*tile:j*tile+r1-r0], (j*rows+r0)*size
+			if size == 2 {
+				for i, v := range piece {
+					binary.LittleEndian.PutUint16(buf[o+uint64(2*i):], uint16(v))
+				}
+			} else {
+				for i, v := range piece {
+					binary.LittleEndian.PutUint32(buf[o+uint64(4*i):], v)
+				}
 			}
 		}
 	}
-	return encode(m, vals, to), rows * width * 16, nil
+	return buf, rows * width * 16, nil
 }
 
 // dequantizedConfig returns config.json's data without its
