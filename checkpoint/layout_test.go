@@ -188,7 +188,14 @@ func TestOpenPipeline(t *testing.T) {
 	openBoth(t, dir, "model_index.json", func(t *testing.T, target string) {
 		c, err := Open(context.Background(), target)
 		require.NoError(t, err)
-		checkPipeline(t, c, strings.TrimSuffix(strings.TrimSuffix(target, "model_index.json"), string(filepath.Separator)))
+		// The folder: a URL's, or a path's, whose separator is the platform's.
+		dir := strings.TrimSuffix(target, "model_index.json")
+		if strings.Contains(dir, "://") {
+			dir = strings.TrimSuffix(dir, "/")
+		} else {
+			dir = strings.TrimSuffix(dir, string(filepath.Separator))
+		}
+		checkPipeline(t, c, dir)
 	})
 
 	// Over HTTP, each file is asked for once; the components without
