@@ -29,6 +29,7 @@ var apiPackages = map[string]string{
 	"load":       "load.txt",
 	"quant":      "quant.txt",
 	"remote":     "remote.txt",
+	"verify":     "verify.txt",
 }
 
 // TestAPI fails when a package's exported API differs from the one its

@@ -164,6 +164,9 @@ type parsedHeader struct {
 	Header
 	names  nameTable
 	strict bool // parsed with the Strict option
+	// raw is the file's bytes before the data section, as read: the 8-byte
+	// length and the JSON text; nil for ReadHeader.
+	raw []byte
 }
 
 // parseHeader parses and validates the JSON header text hdr: everything but

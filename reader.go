@@ -27,9 +27,9 @@ import (
 // and give the same verdict, tensors and metadata for every file.
 //
 // A Reader is safe for use by several goroutines at once: Tensor, Tensors,
-// Names, Metadata, Header and Prefetch may be called concurrently, as may
-// View, Values and Slice on the tensors they return. Close must not be called
-// concurrently with them.
+// Names, Metadata, Header, Prefetch and ReadSlice may be called
+// concurrently, as may View, Values and Slice on the tensors they return.
+// Close must not be called concurrently with them.
 type Reader struct {
 	h    *parsedHeader
 	data []byte // the data section, for Open and NewReader
@@ -122,6 +122,7 @@ func NewReader(data []byte, opts ...ReadOption) (*Reader, error) {
 	if err := checkDataLen(h, uint64(len(data))); err != nil {
 		return nil, err
 	}
+	h.raw = data[: prefixLen+n : prefixLen+n]
 	return &Reader{h: h, data: data[prefixLen+n:]}, nil
 }
 
@@ -164,6 +165,10 @@ func readHeaderAt(r io.ReaderAt, size int64, cfg *readConfig) (*parsedHeader, er
 	}
 	if err := checkDataLen(h, uint64(size)); err != nil {
 		return nil, err
+	}
+	h.raw = buf[: prefixLen+n : prefixLen+n]
+	if cap(buf) > 2*len(h.raw) {
+		h.raw = slices.Clone(h.raw) // do not keep the rest of the probe
 	}
 	return h, nil
 }

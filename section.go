@@ -36,6 +36,15 @@ type DataSection struct {
 	Path   string
 	Info   os.FileInfo
 	Offset int64
+
+	// HeaderBytes, where known, are the file's bytes before its data
+	// section, as they were read and validated: the 8-byte header length
+	// and the JSON header. Size is then the file's size: HeaderBytes and
+	// the data section. A loader that hashes whole files (the load
+	// package's HashFiles) hashes HeaderBytes, then Data up to Size.
+	// Reader.DataSections sets both; nil and 0 where unknown.
+	HeaderBytes []byte
+	Size        int64
 }
 
 // DataSections describes the Reader's file, as one DataSection, for a
@@ -49,7 +58,10 @@ func (r *Reader) DataSections() ([]DataSection, error) {
 	if r.closed.Load() {
 		return nil, ErrClosed
 	}
-	s := DataSection{Name: r.name, Tensors: r.h.Tensors}
+	s := DataSection{Name: r.name, Tensors: r.h.Tensors, HeaderBytes: r.h.raw}
+	if r.h.raw != nil {
+		s.Size = int64(r.h.DataOffset() + r.h.DataLen()) // the file's size, checked when it was opened
+	}
 	switch {
 	case r.ra != nil:
 		s.Data = sectionAt{r: r.ra, base: r.base}

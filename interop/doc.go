@@ -9,7 +9,8 @@
 //     Strict); and files from the library's writers, which the reference
 //     must read as written and write again byte for byte;
 //   - Python safetensors with NumPy, huggingface_hub's shard splitting and
-//     pyarrow, through python/interop.py;
+//     pyarrow, through python/interop.py, which also computes the tensor
+//     digests of docs/format.md from their definition with hashlib;
 //   - the dataset manifest against a JSON Schema of the connector's layout,
 //     with santhosh-tekuri/jsonschema, and the Parquet index with Apache
 //     Arrow's Go implementation.

@@ -19,6 +19,7 @@ package load
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"iter"
@@ -138,20 +139,27 @@ type Loader struct {
 // after being yielded, with a zero Tensor. A cancelled ctx yields an
 // error wrapping ctx.Err().
 //
+// The options HashFiles and DigestTensors make the load hash what it reads
+// as it reads it: each file's SHA-256, each tensor's digest.
+//
 //	for t, err := range loader.Load(ctx, ckpt) {
 //		if err != nil {
 //			return err
 //		}
 //		upload(t.Name, t.Data) // t.Data is reused once this returns
 //	}
-func (l *Loader) Load(ctx context.Context, src Source) iter.Seq2[safetensors.Tensor, error] {
+func (l *Loader) Load(ctx context.Context, src Source, opts ...Option) iter.Seq2[safetensors.Tensor, error] {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	return func(yield func(safetensors.Tensor, error) bool) {
 		files, err := src.DataSections()
 		if err != nil {
 			yield(safetensors.Tensor{}, err)
 			return
 		}
-		ld, err := l.start(ctx, files)
+		ld, err := l.start(ctx, files, o)
 		if err != nil {
 			yield(safetensors.Tensor{}, err)
 			return
@@ -194,6 +202,7 @@ type load struct {
 	work   chan chunkJob
 	done   chan *tensorJob
 	wg     sync.WaitGroup
+	opts   options
 
 	mu  sync.Mutex
 	err error
@@ -208,7 +217,19 @@ type openedFile struct {
 	fadvise  *os.File         // the file whose cached pages to drop, or nil
 	probe    *pagecache.Probe // tells which pages of the file are cached, or nil
 	closers  []*os.File
+	hash     *fileHash // the file's SHA-256 under way, for HashFiles; or nil
+	// sequential is true for a local file read through the page cache whose
+	// SHA-256 is computed (HashFiles), of a load of more files than half the
+	// processors: one goroutine reads it in order, in pieces of
+	// sequentialChunk, and hashes each as soon as it is read.
+	sequential bool
 }
+
+// sequentialChunk is the size of the reads of a file read in order and
+// hashed as it is read: small enough that a piece is still in the
+// processor's cache when it is hashed, large enough that a read's cost is
+// its copy.
+const sequentialChunk = 1 << 20
 
 // tensorJob is a tensor being read.
 type tensorJob struct {
@@ -217,16 +238,26 @@ type tensorJob struct {
 	dst     []byte
 	slot    int
 	pending int // chunks not yet read
+	waits   int // what the hand-over waits for: its reads, and its file's hash
 }
 
-// chunkJob is one read: bytes [b, e) of a tensor's data.
+// chunkJob is one read: bytes [b, e) of a tensor's data. For HashFiles it
+// is also a piece of its file's hash, number seq, to hash from the data
+// section's offset hb on; a gap between tensors, [hb, he), is a piece
+// with no tensor, which the hash reads itself. The last piece of a file
+// is a gap, of no bytes where the tensors reach its end.
 type chunkJob struct {
 	t    *tensorJob
 	b, e int
+
+	f      *openedFile
+	seq    int
+	hb, he uint64
+	last   bool
 }
 
 // start opens the files and starts the goroutines of a load.
-func (l *Loader) start(ctx context.Context, files []safetensors.DataSection) (*load, error) {
+func (l *Loader) start(ctx context.Context, files []safetensors.DataSection, opts options) (*load, error) {
 	chunk := l.ChunkSize
 	if chunk <= 0 {
 		chunk = defaultChunkSize
@@ -248,6 +279,12 @@ func (l *Loader) start(ctx context.Context, files []safetensors.DataSection) (*l
 			total = min(total+e-b+pagecache.BlockSize, 1<<63) // no overflow: each term is below 2^62
 		}
 	}
+	if opts.files != nil {
+		var err error
+		if files, err = hashOrder(files); err != nil {
+			return nil, err
+		}
+	}
 	need := largest + pagecache.BlockSize
 	var mem []byte
 	if l.Buffer != nil {
@@ -267,10 +304,19 @@ func (l *Loader) start(ctx context.Context, files []safetensors.DataSection) (*l
 		mem = make([]byte, limit)
 		pagecache.AdviseHugePages(mem)
 	}
-	ld := &load{arena: newArena(mem), chunk: chunk, work: make(chan chunkJob, workers), done: make(chan *tensorJob, workers)}
+	ld := &load{arena: newArena(mem), chunk: chunk, work: make(chan chunkJob, workers), done: make(chan *tensorJob, workers), opts: opts}
 	ld.ctx, ld.cancel = context.WithCancel(ctx)
 	for _, f := range files {
 		of, err := openLoadFile(f, l.NoCache)
+		if opts.files != nil {
+			of.hash = &fileHash{h: sha256.New(), dataLen: uint64(f.Size) - uint64(len(f.HeaderBytes)), pending: map[int]chunkJob{}}
+			of.hash.h.Write(f.HeaderBytes)
+			// With more files than half the processors, each hashed by one,
+			// a file is best read and hashed by the same goroutine; with
+			// fewer, the other processors read while those hash.
+			_, local := of.buffered.(*os.File)
+			of.sequential = local && of.direct == nil && 2*len(files) > runtime.GOMAXPROCS(0)
+		}
 		ld.files = append(ld.files, of)
 		if err != nil {
 			ld.closeFiles()
@@ -280,7 +326,7 @@ func (l *Loader) start(ctx context.Context, files []safetensors.DataSection) (*l
 	}
 	for range workers {
 		ld.wg.Add(1)
-		go ld.worker()
+		go ld.worker(ld.work)
 	}
 	ld.wg.Add(1)
 	go ld.schedule()
@@ -410,51 +456,146 @@ func (ld *load) firstErr() error {
 	return ld.err
 }
 
-// schedule places each tensor in memory, in order, and queues its chunks.
+// schedule places each tensor in memory, in order, and queues its chunks:
+// the files one after the other, or for HashFiles one a processor side by
+// side, so that each file's hash, which takes its pieces in order, has a
+// processor of its own; then each next tensor is of the file with the
+// fewest bytes queued.
 func (ld *load) schedule() {
 	defer ld.wg.Done()
 	defer close(ld.work)
-	for i := range ld.files {
-		f := &ld.files[i]
-		for _, info := range f.Tensors {
-			size := int(info.DataOffsets[1] - info.DataOffsets[0]) // fits: the arena holds it
-			// Place the tensor so that its address and its offset in the
-			// file agree modulo pagecache.BlockSize, for direct I/O.
-			fileOff := f.base + int64(info.DataOffsets[0])
-			dst, slot, ok := ld.arena.alloc(size, int(fileOff%pagecache.BlockSize))
-			if !ok {
-				return // stopped
+	side := 1
+	if ld.opts.files != nil {
+		side = runtime.GOMAXPROCS(0)
+	}
+	type cursor struct {
+		f       *openedFile
+		i       int    // the next tensor
+		seq     int    // the next piece of the file's hash
+		covered uint64 // where the pieces queued end, in the data section
+		queued  uint64 // the bytes queued
+		work    chan chunkJob
+	}
+	var active []*cursor
+	defer func() {
+		for _, c := range active {
+			if c.work != ld.work {
+				close(c.work)
 			}
-			t := &tensorJob{file: f, info: info, dst: dst, slot: slot}
-			chunks := ld.split(t, fileOff)
-			t.pending = len(chunks)
-			if len(chunks) == 0 {
-				select {
-				case ld.done <- t:
-				case <-ld.ctx.Done():
-					return
-				}
-				continue
+		}
+	}()
+	next := 0
+	for {
+		for len(active) < side && next < len(ld.files) {
+			c := &cursor{f: &ld.files[next], work: ld.work}
+			if c.f.sequential {
+				// One goroutine reads the file in order and hashes each
+				// piece as soon as it is read, while the piece is in the
+				// processor's cache.
+				c.work = make(chan chunkJob, 2)
+				ld.wg.Add(1)
+				go ld.worker(c.work)
 			}
-			for _, c := range chunks {
-				select {
-				case ld.work <- c:
-				case <-ld.ctx.Done():
-					return
-				}
+			active = append(active, c)
+			next++
+		}
+		if len(active) == 0 {
+			return
+		}
+		k := 0
+		for j, c := range active {
+			if c.queued < active[k].queued {
+				k = j
+			}
+		}
+		c := active[k]
+		f := c.f
+		if c.i == len(f.Tensors) {
+			// The rest of the file, if any, closes its hash.
+			if f.hash != nil && !ld.queue(c.work, chunkJob{f: f, seq: c.seq, hb: c.covered, he: max(c.covered, f.hash.dataLen), last: true}) {
+				return
+			}
+			if c.work != ld.work {
+				close(c.work)
+			}
+			active = slices.Delete(active, k, k+1)
+			continue
+		}
+		info := f.Tensors[c.i]
+		c.i++
+		if f.hash != nil && info.DataOffsets[0] > c.covered {
+			// Bytes that no tensor loaded covers.
+			if !ld.queue(c.work, chunkJob{f: f, seq: c.seq, hb: c.covered, he: info.DataOffsets[0]}) {
+				return
+			}
+			c.seq++
+			c.queued += info.DataOffsets[0] - c.covered
+			c.covered = info.DataOffsets[0]
+		}
+		size := int(info.DataOffsets[1] - info.DataOffsets[0]) // fits: the arena holds it
+		// Place the tensor so that its address and its offset in the
+		// file agree modulo pagecache.BlockSize, for direct I/O.
+		fileOff := f.base + int64(info.DataOffsets[0])
+		dst, slot, ok := ld.arena.alloc(size, int(fileOff%pagecache.BlockSize))
+		if !ok {
+			return // stopped
+		}
+		t := &tensorJob{file: f, info: info, dst: dst, slot: slot, waits: 1}
+		chunks := ld.split(t, fileOff, f.sequential)
+		t.pending = len(chunks)
+		c.queued += uint64(size)
+		if len(chunks) == 0 {
+			if ld.opts.tensors != nil {
+				ld.digest(t)
+			}
+			select {
+			case ld.done <- t:
+			case <-ld.ctx.Done():
+				return
+			}
+			continue
+		}
+		if f.hash != nil {
+			t.waits++ // and for the file's hash to pass its end
+		}
+		for _, ch := range chunks {
+			ch.f = f
+			if f.hash != nil {
+				b, e := info.DataOffsets[0]+uint64(ch.b), info.DataOffsets[0]+uint64(ch.e)
+				ch.seq, ch.hb, ch.he = c.seq, min(max(c.covered, b), e), e
+				c.seq++
+				c.covered = max(c.covered, e)
+			}
+			if !ld.queue(c.work, ch) {
+				return
 			}
 		}
 	}
 }
 
+// queue queues a chunk on work, and reports false if the load stopped
+// first.
+func (ld *load) queue(work chan<- chunkJob, c chunkJob) bool {
+	select {
+	case work <- c:
+		return true
+	case <-ld.ctx.Done():
+		return false
+	}
+}
+
 // split cuts a tensor into reads: for direct I/O its unaligned head and
 // tail apart from aligned chunks, else chunks of ld.chunk bytes.
-func (ld *load) split(t *tensorJob, fileOff int64) []chunkJob {
+func (ld *load) split(t *tensorJob, fileOff int64, sequential bool) []chunkJob {
 	size := len(t.dst)
 	var out []chunkJob
+	chunk := ld.chunk
+	if sequential {
+		chunk = min(chunk, sequentialChunk)
+	}
 	add := func(b, e int) {
 		for b < e {
-			n := min(e-b, ld.chunk)
+			n := min(e-b, chunk)
 			out = append(out, chunkJob{t: t, b: b, e: b + n})
 			b += n
 		}
@@ -479,31 +620,45 @@ func (ld *load) split(t *tensorJob, fileOff int64) []chunkJob {
 	return out
 }
 
-// worker reads chunks until there are none left, and hands over each
-// tensor whose last chunk it read.
-func (ld *load) worker() {
+// worker reads chunks until there are none left, hashes them for
+// HashFiles and DigestTensors, and hands over each tensor whose last chunk
+// it read, or hashed.
+func (ld *load) worker(work <-chan chunkJob) {
 	defer ld.wg.Done()
-	for c := range ld.work {
+	for c := range work {
 		if ld.ctx.Err() != nil {
 			continue // drain
 		}
+		ld.process(c)
+	}
+}
+
+// process reads a chunk, hashes it, and hands its tensor over if it was
+// the last.
+func (ld *load) process(c chunkJob) {
+	if c.t != nil {
 		if err := ld.read(c); err != nil {
-			if ld.ctx.Err() != nil {
-				continue // stopped: the read was aborted, not failed
+			if ld.ctx.Err() == nil { // else stopped: the read was aborted, not failed
+				ld.fail(&safetensors.TensorError{Name: c.t.info.Name, Err: fmt.Errorf("%s: %w", c.t.file.Name, err)})
 			}
-			ld.fail(&safetensors.TensorError{Name: c.t.info.Name, Err: fmt.Errorf("%s: %w", c.t.file.Name, err)})
-			continue
+			return
 		}
-		ld.mu.Lock()
-		c.t.pending--
-		last := c.t.pending == 0
-		ld.mu.Unlock()
-		if last {
-			select {
-			case ld.done <- c.t:
-			case <-ld.ctx.Done():
-			}
+	}
+	if c.f.hash != nil {
+		ld.arrived(c)
+	}
+	if c.t == nil {
+		return
+	}
+	ld.mu.Lock()
+	c.t.pending--
+	last := c.t.pending == 0
+	ld.mu.Unlock()
+	if last {
+		if ld.opts.tensors != nil {
+			ld.digest(c.t)
 		}
+		ld.step(c.t)
 	}
 }
 

@@ -26,11 +26,22 @@ the data section of their file), its metadata, and totals by dtype. A sharded
 checkpoint is listed shard by shard, with its index's own metadata (such as
 total_size) under "index metadata"; a model of several parts part by part, its
 tensors named behind their part's folder ("unet/conv_in.weight"), the totals
-of all parts last.`, modelInputs+`
+of all parts last.
+
+With --digests it reads every tensor once and prints its digest instead:
+SHA-256 over the tensor's name, dtype, shape and bytes, the same wherever the
+tensor is stored (one file or shards, any order, offsets or metadata; the
+definition is in docs/format.md). The output, a line a tensor ("DIGEST  NAME",
+sorted by name) or with --json a document, is a manifest: saved, the verify
+package checks a model against it (verify.ReadManifest, Manifest.Check),
+naming each tensor that changed, is missing or is extra; the text of two
+models compares line by line. It shows progress on stderr when that is a
+terminal.`, modelInputs+`
 A DATASET is the directory of a safetensors-spark dataset
 (dataset_manifest.json), whose mode, columns and shards are listed.`,
 		`0 listed; 1 the input is not a valid model or dataset; 2 it could not be read.`)
 	asJSON := addJSONFlag(fs)
+	digests := fs.Bool("digests", false, "print each tensor's digest, a manifest of the model")
 	addModelFlags(fs)
 	sep := fs.String("separator", "__", "a key-value dataset's separator between key and column in tensor names")
 	operands, status, ok := parse(fs, args, stdout)
@@ -42,9 +53,18 @@ A DATASET is the directory of a safetensors-spark dataset
 	}
 	name := operands[0]
 	if isDataset(name) {
+		if *digests {
+			return usageError(fs, "--digests lists a model's tensors, and %s is a dataset", name)
+		}
 		return inspectDataset(name, *sep, *asJSON, stdout, stderr)
 	}
-	m, err := openModel(context.Background(), name)
+	ctx := context.Background()
+	if *digests {
+		var stop func()
+		ctx, stop = catchInterrupts() // ctx stops the reads
+		defer stop()
+	}
+	m, err := openModel(ctx, name)
 	if err != nil {
 		return fail(stderr, "inspect", name, err)
 	}
@@ -55,6 +75,9 @@ A DATASET is the directory of a safetensors-spark dataset
 		if !*asJSON {
 			fmt.Fprintf(stderr, "safetensors inspect: warning: %s\n", m.warning)
 		}
+	}
+	if *digests {
+		return inspectDigests(ctx, name, m, warnings, *asJSON, stdout, stderr)
 	}
 	if m.ck.Parts() != nil {
 		ps := summarizeParts(name, m.ck)

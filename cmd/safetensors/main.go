@@ -3,7 +3,7 @@
 //
 // Usage:
 //
-//	safetensors inspect [--json] [--variant NAME] MODEL|DATASET
+//	safetensors inspect [--json] [--digests] [--variant NAME] MODEL|DATASET
 //	safetensors validate [--json] [--values] [--variant NAME] MODEL|DATASET...
 //	safetensors check [--json] [--config FILE] [--max-abs X] [--variant NAME] MODEL
 //	safetensors stats [--json] [--variant NAME] MODEL [TENSOR...]
@@ -83,7 +83,7 @@ var commands []command
 func init() {
 	// In the order a user reaches for them.
 	commands = []command{
-		{"inspect", "[--json] [--variant NAME] MODEL|DATASET", "list the tensors, metadata and totals of a model or a dataset", runInspect},
+		{"inspect", "[--json] [--digests] [--variant NAME] MODEL|DATASET", "list the tensors, metadata and totals of a model or a dataset, or each tensor's digest", runInspect},
 		{"validate", "[--json] [--values] [--variant NAME] MODEL|DATASET...", "check files as the reference implementation does", runValidate},
 		{"check", "[--json] [--config FILE] [--max-abs X] [--variant NAME] MODEL", "check weights: NaN/Inf, zeros, layer structure, config.json against shapes", runCheck},
 		{"stats", "[--json] [--variant NAME] MODEL [TENSOR...]", "min, max, mean, standard deviation, NaNs and Infs of tensors", runStats},
@@ -283,7 +283,7 @@ func statusOf(err error) int {
 // prefix replaces.
 func errorText(err error) string {
 	msg := err.Error()
-	for _, p := range []string{"safetensors: ", "checkpoint: ", "quant: ", "check: ", "diff: ", "remote: ", "dataset: "} {
+	for _, p := range []string{"safetensors: ", "checkpoint: ", "quant: ", "check: ", "diff: ", "remote: ", "dataset: ", "verify: ", "load: "} {
 		msg = strings.TrimPrefix(msg, p)
 	}
 	// "open f: safetensors: header too large" → "open f: header too large"

@@ -171,7 +171,7 @@ func TestJSONSchema(t *testing.T) {
 	var runs [][]string
 	for _, m := range models {
 		runs = append(runs,
-			[]string{"inspect", m}, []string{"validate", m}, []string{"validate", "--values", m}, []string{"check", m},
+			[]string{"inspect", m}, []string{"inspect", "--digests", m}, []string{"validate", m}, []string{"validate", "--values", m}, []string{"check", m},
 			[]string{"stats", m}, []string{"diff", file, m},
 			[]string{"convert", "--dtype", "BF16", m, filepath.Join(t.TempDir(), "out")})
 	}

@@ -6,12 +6,16 @@ stdout.
     python interop.py load      read the files named on stdin with safe_open and with load_file
     python interop.py split     split tensor lists with split_state_dict_into_shards_factory
     python interop.py parquet   read a Parquet file or directory with pyarrow.parquet.read_table
+    python interop.py digests   the tensor digests of files and sharded checkpoints (docs/format.md)
 
 Tensor bytes travel as base64 of their little-endian bytes.
 """
 
 import base64
+import hashlib
 import json
+import os
+import struct
 import sys
 
 import numpy as np
@@ -133,10 +137,73 @@ def parquet(req):
     }
 
 
+def tensor_digest(name, dtype, shape, data):
+    """The tensor digest of docs/format.md, from its definition alone."""
+
+    def u64(n):
+        return struct.pack("<Q", n)
+
+    def field(b):
+        return u64(len(b)) + b
+
+    h = hashlib.sha256()
+    h.update(field(b"safetensors-tensor-digest/v1") + field(name.encode()) + field(dtype.encode()))
+    h.update(u64(len(shape)) + b"".join(u64(d) for d in shape))
+    h.update(data)
+    return h.hexdigest()
+
+
+def file_digests(path, names=None):
+    """The digests of the tensors of one file (those of names, if given):
+    the header read as the format's README describes it, with the standard
+    library alone; the bytes of the tensors of a dtype NumPy has are checked
+    against what safetensors' safe_open reads."""
+    from safetensors import safe_open
+
+    with open(path, "rb") as f:
+        raw = f.read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8 : 8 + n])
+    header.pop("__metadata__", None)
+    data = raw[8 + n :]
+    out = {}
+    with safe_open(path, framework="np") as st:
+        for name, info in header.items():
+            if names is not None and name not in names:
+                continue
+            b, e = info["data_offsets"]
+            blob = data[b:e]
+            if info["dtype"] in NUMPY_DTYPES:
+                arr = st.get_tensor(name)
+                assert list(arr.shape) == info["shape"], name
+                assert arr.astype(arr.dtype.newbyteorder("<")).tobytes() == blob, name
+            out[name] = tensor_digest(name, info["dtype"], info["shape"], blob)
+    return out
+
+
+def digests(req):
+    out = []
+    for path in req["paths"]:
+        if os.path.isdir(path):
+            # A sharded checkpoint: the tensors its index lists.
+            with open(os.path.join(path, "model.safetensors.index.json")) as f:
+                weight_map = json.load(f)["weight_map"]
+            by_file = {}
+            for name, fn in weight_map.items():
+                by_file.setdefault(fn, set()).add(name)
+            d = {}
+            for fn, names in sorted(by_file.items()):
+                d.update(file_digests(os.path.join(path, fn), names))
+        else:
+            d = file_digests(path)
+        out.append({"path": path, "digests": d})
+    return {"models": out}
+
+
 def main():
     cmd = sys.argv[1]
     req = json.load(sys.stdin)
-    resp = {"save": save, "load": load, "split": split, "parquet": parquet}[cmd](req)
+    resp = {"save": save, "load": load, "split": split, "parquet": parquet, "digests": digests}[cmd](req)
     json.dump(resp, sys.stdout)
 
 

@@ -1,0 +1,222 @@
+//go:build linux
+
+package bench
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/checkpoint"
+	"github.com/safetensors-go/safetensors/load"
+)
+
+// BenchmarkLoadHashed: a server that loads a model and checks it against
+// published SHA-256s (load.HashFiles) against loading alone and hashing
+// alone, page cache warm, in alternating rounds, each side's fastest kept:
+//
+//   - load: a load.Loader (its defaults) over the checkpoint, each tensor
+//     handed over and dropped;
+//   - hash: crypto/sha256 over each file whole, read in 1 MiB pieces, the
+//     files hashed in parallel (GOMAXPROCS goroutines taking files in
+//     turn): the ceiling of hashing alone;
+//   - load+hash: the Loader with HashFiles, every file's SHA-256 computed
+//     in the read pass (checked against hash's);
+//   - load+digests: the Loader with DigestTensors, each tensor's digest.
+//
+// Layouts: 8 shards of 128 MiB (a sharded checkpoint, as loaded), 2
+// shards of 512 MiB (fewer files than a large machine's processors), and
+// one file of 1 GiB (one core hashes it: loading must not slow it down);
+// 4 tensors a shard. With -short, 64 MiB in all. "x" is load+hash's time
+// over the slower of load and hash (the target: at most 1.15);
+// "x-digests" load+digests' over the slower of load and one pass of
+// SHA-256 over the bytes on every core.
+func BenchmarkLoadHashed(b *testing.B) {
+	for _, files := range []int{8, 2, 1} {
+		b.Run(fmt.Sprintf("%d-files", files), func(b *testing.B) {
+			size := modelSize()
+			dir := shardedModel(b, files, 4, size)
+			ctx := context.Background()
+			c, err := checkpoint.Open(ctx, dir)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			var paths []string
+			for _, f := range c.Files() {
+				paths = append(paths, filepath.Join(dir, f))
+			}
+			want := map[string][sha256.Size]byte{}
+			loader := &load.Loader{}
+			loadWith := func(opts ...load.Option) func() error {
+				return func() error {
+					for _, err := range loader.Load(ctx, c, opts...) {
+						if err != nil {
+							return err
+						}
+					}
+					return nil
+				}
+			}
+			var d load.Digests
+			sides := []side{
+				{name: "load", run: loadWith()},
+				{name: "hash", run: func() error {
+					sums, err := hashFiles(paths)
+					for i, p := range paths {
+						want[p] = sums[i]
+					}
+					return err
+				}},
+				{name: "load+hash", run: loadWith(load.HashFiles(&d))},
+				{name: "load+digests", run: loadWith(load.DigestTensors(&d))},
+			}
+			best := raceBest(b, size, sides)
+			for p, sum := range want {
+				if got, _ := d.File(p); got != sum {
+					b.Fatalf("%s: load+hash gives %x, crypto/sha256 %x", p, got, sum)
+				}
+			}
+			slower := max(best[0], best[1])
+			b.ReportMetric(best[2].Seconds()/slower.Seconds(), "x")
+			// One SHA-256 pass over the bytes on every core, whatever the
+			// files: what the tensors' digests cost at best.
+			perCore := best[1].Seconds() * float64(min(len(paths), runtime.GOMAXPROCS(0))) / float64(runtime.GOMAXPROCS(0))
+			b.ReportMetric(best[3].Seconds()/max(best[0].Seconds(), perCore), "x-digests")
+		})
+	}
+}
+
+// raceBest times the sides in alternating rounds, reports each side's
+// GB/s over size bytes, and returns each side's fastest round.
+func raceBest(b *testing.B, size int64, sides []side) []time.Duration {
+	best := make([]time.Duration, len(sides))
+	round := 0
+	b.SetBytes(size)
+	b.ReportAllocs()
+	for b.Loop() {
+		for k := range sides {
+			i := (k + round) % len(sides)
+			start := time.Now()
+			if err := sides[i].run(); err != nil {
+				b.Fatalf("%s: %v", sides[i].name, err)
+			}
+			if d := time.Since(start); best[i] == 0 || d < best[i] {
+				best[i] = d
+			}
+		}
+		round++
+	}
+	for i, s := range sides {
+		b.ReportMetric(float64(size)/best[i].Seconds()/1e9, s.name+"-GB/s")
+	}
+	return best
+}
+
+// hashFiles returns the SHA-256 of each file, the files hashed in
+// parallel by GOMAXPROCS goroutines, each file read in 1 MiB pieces.
+func hashFiles(paths []string) ([][sha256.Size]byte, error) {
+	sums := make([][sha256.Size]byte, len(paths))
+	errs := make([]error, len(paths))
+	next := make(chan int, len(paths))
+	for i := range paths {
+		next <- i
+	}
+	close(next)
+	var wg sync.WaitGroup
+	for range min(len(paths), runtime.GOMAXPROCS(0)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 1<<20)
+			for i := range next {
+				f, err := os.Open(paths[i])
+				if err != nil {
+					errs[i] = err
+					continue
+				}
+				h := sha256.New()
+				_, errs[i] = io.CopyBuffer(h, f, buf)
+				f.Close()
+				h.Sum(sums[i][:0])
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return sums, nil
+}
+
+// shardedModel returns the folder of a sharded checkpoint of size bytes of
+// F32 data in files shards of n tensors each, with its index, written once
+// per process and read into the page cache.
+func shardedModel(b *testing.B, files, n int, size int64) string {
+	b.Helper()
+	dir := filepath.Join(benchDir(b), fmt.Sprintf("sharded-%d-%d-%d", files, n, size))
+	modelsMu.Lock()
+	done := models[dir]
+	modelsMu.Unlock()
+	if !done {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		const cols = 4096
+		rows := size / int64(files) / int64(n) / 4 / cols
+		weights := map[string]string{}
+		chunk := make([]byte, 1<<20)
+		for i := range chunk {
+			chunk[i] = byte(i*7 + i>>11)
+		}
+		for k := range files {
+			name := fmt.Sprintf("model-%05d-of-%05d.safetensors", k+1, files)
+			specs := make([]safetensors.TensorSpec, n)
+			for i := range specs {
+				specs[i] = safetensors.TensorSpec{Name: fmt.Sprintf("model.layers.%d.mlp.up_proj.weight", k*n+i), DType: safetensors.F32, Shape: []uint64{uint64(rows), cols}}
+				weights[specs[i].Name] = name
+			}
+			fw, err := safetensors.CreateFile(filepath.Join(dir, name), specs, map[string]string{"format": "pt"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for left := int64(n) * rows * cols * 4; left > 0; left -= int64(len(chunk)) {
+				if _, err := fw.Write(chunk[:min(left, int64(len(chunk)))]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := fw.Close(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		index, err := json.Marshal(map[string]any{"metadata": map[string]any{}, "weight_map": weights})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "model.safetensors.index.json"), index, 0o644); err != nil {
+			b.Fatal(err)
+		}
+		modelsMu.Lock()
+		models[dir] = true
+		modelsMu.Unlock()
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, e := range entries {
+		warm(b, filepath.Join(dir, e.Name()))
+	}
+	return dir
+}

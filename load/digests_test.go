@@ -1,0 +1,284 @@
+package load
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/checkpoint"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// fileSums returns the SHA-256 of each file, read whole by crypto/sha256.
+func fileSums(t *testing.T, paths ...string) map[string][sha256.Size]byte {
+	t.Helper()
+	out := map[string][sha256.Size]byte{}
+	for _, p := range paths {
+		raw, err := os.ReadFile(p)
+		require.NoError(t, err)
+		out[p] = sha256.Sum256(raw)
+	}
+	return out
+}
+
+// tensorDigests returns Tensor.Digest of each tensor.
+func tensorDigests(tensors []safetensors.Tensor) map[string]safetensors.TensorDigest {
+	out := map[string]safetensors.TensorDigest{}
+	for _, t := range tensors {
+		out[t.Name] = t.Digest()
+	}
+	return out
+}
+
+// loadHashed loads src with HashFiles and DigestTensors into one Digests,
+// checking that each tensor's digest is there when it is handed over.
+func loadHashed(t *testing.T, l *Loader, src Source) (map[string]safetensors.Tensor, *Digests) {
+	t.Helper()
+	var d Digests
+	got := map[string]safetensors.Tensor{}
+	for tensor, err := range l.Load(context.Background(), src, HashFiles(&d), DigestTensors(&d)) {
+		require.NoError(t, err)
+		dg, ok := d.Tensor(tensor.Name)
+		require.True(t, ok, "%s handed over before its digest", tensor.Name)
+		assert.Equal(t, tensor.Digest(), dg, tensor.Name)
+		tensor.Data = append([]byte(nil), tensor.Data...)
+		got[tensor.Name] = tensor
+	}
+	return got, &d
+}
+
+// TestLoaderDigests loads a file through every kind of Reader and every
+// kind of Loader with HashFiles and DigestTensors: each file's SHA-256 is
+// crypto/sha256's of the file read whole, each tensor's digest
+// Tensor.Digest's, and the tensors are those of the file.
+func TestLoaderDigests(t *testing.T) {
+	path, tensors := loadFixture(t)
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	opens := map[string]func() (*safetensors.Reader, error){
+		"Open":        func() (*safetensors.Reader, error) { return safetensors.Open(path) },
+		"ReadAll":     func() (*safetensors.Reader, error) { return safetensors.Open(path, safetensors.ReadAll()) },
+		"NewReader":   func() (*safetensors.Reader, error) { return safetensors.NewReader(raw) },
+		"NewReaderAt": func() (*safetensors.Reader, error) { return safetensors.NewReaderAt(f, int64(len(raw))) },
+	}
+	loaders := map[string]*Loader{
+		"default":       {},
+		"small chunks":  {ChunkSize: 1, Concurrency: 3, MemoryLimit: 1},
+		"one goroutine": {Concurrency: 1, ChunkSize: 8192},
+		"tight memory":  {ChunkSize: 16384, MemoryLimit: 310_000},
+		"no cache":      {NoCache: true, ChunkSize: 8192, MemoryLimit: 400_000},
+		"buffer":        {Buffer: make([]byte, 304_097), ChunkSize: 4096, Concurrency: 8},
+	}
+	want := sha256.Sum256(raw)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for oname, open := range opens {
+		for lname, l := range loaders {
+			t.Run(oname+"/"+lname, func(t *testing.T) {
+				r, err := open()
+				require.NoError(t, err)
+				defer r.Close()
+				ds, err := firstSection(r.DataSections())
+				require.NoError(t, err)
+				// One processor: a local file read in order by one
+				// goroutine; four: its pieces read in parallel.
+				for _, procs := range []int{1, 4} {
+					runtime.GOMAXPROCS(procs)
+					got, d := loadHashed(t, l, r)
+					assertTensors(t, tensors, got)
+					assert.Equal(t, map[string][sha256.Size]byte{ds.Name: want}, d.Files(), "GOMAXPROCS %d", procs)
+					assert.Equal(t, tensorDigests(tensors), d.Tensors())
+				}
+			})
+		}
+	}
+}
+
+// TestLoaderDigestsSharded hashes a sharded checkpoint, read several
+// files side by side, and one whose index leaves out tensors: its files'
+// hashes still cover every byte, the tensors left out read for the hash.
+func TestLoaderDigestsSharded(t *testing.T) {
+	ctx := context.Background()
+	fx := loadShardedFixture(t)
+	dir := writeFixture(t, fx)
+	c, err := checkpoint.Open(ctx, dir)
+	require.NoError(t, err)
+	defer c.Close()
+	var paths []string
+	for _, f := range c.Files() {
+		paths = append(paths, filepath.Join(dir, f))
+	}
+	require.Greater(t, len(paths), 2)
+	sums := fileSums(t, paths...)
+	// With one processor, each file is read in order by a goroutine of
+	// its own; with many, its pieces are read in parallel and hashed as
+	// they arrive.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for _, procs := range []int{1, 2, 64} {
+		runtime.GOMAXPROCS(procs)
+		for _, l := range []*Loader{{}, {ChunkSize: 4096, MemoryLimit: 1, Concurrency: 5}, {ChunkSize: 4096, NoCache: true}} {
+			got, d := loadHashed(t, l, c)
+			assertTensors(t, fx.tensors, got)
+			assert.Equal(t, sums, d.Files(), "GOMAXPROCS %d", procs)
+			assert.Equal(t, tensorDigests(fx.tensors), d.Tensors())
+		}
+	}
+
+	// Leave out of the index the first tensor of each shard that has
+	// others, and the last of those that have three.
+	left := map[string]bool{}
+	for _, p := range paths {
+		r, err := safetensors.Open(p)
+		require.NoError(t, err)
+		ts := r.Header().Tensors
+		if len(ts) > 1 {
+			left[ts[0].Name] = true
+		}
+		if len(ts) > 2 {
+			left[ts[len(ts)-1].Name] = true
+		}
+		r.Close()
+	}
+	editIndex(t, dir, func(ix map[string]any) {
+		for n := range left {
+			delete(weightMap(ix), n)
+		}
+		delete(ix["metadata"].(map[string]any), "total_size")
+	})
+	c2, err := checkpoint.Open(ctx, dir)
+	require.NoError(t, err)
+	defer c2.Close()
+	var kept []safetensors.Tensor
+	for _, tn := range fx.tensors {
+		if !left[tn.Name] {
+			kept = append(kept, tn)
+		}
+	}
+	// A shard all of whose tensors are left out is not read.
+	read := map[string][sha256.Size]byte{}
+	sections, err := c2.DataSections()
+	require.NoError(t, err)
+	for _, s := range sections {
+		read[s.Name] = sums[s.Name]
+	}
+	require.Greater(t, len(read), 1)
+	for _, l := range []*Loader{{}, {ChunkSize: 4096, MemoryLimit: 1, Concurrency: 2}} {
+		got, d := loadHashed(t, l, c2)
+		assertTensors(t, kept, got)
+		assert.Equal(t, read, d.Files())
+		assert.Equal(t, tensorDigests(kept), d.Tensors())
+	}
+}
+
+// TestLoaderDigestsOrder hashes the data sections of a source of the
+// caller's that lists a file's tensors out of order, one twice and one
+// overlapping another: the file's hash is still its bytes in order.
+func TestLoaderDigestsOrder(t *testing.T) {
+	path, _ := loadFixture(t)
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	r, err := safetensors.Open(path)
+	require.NoError(t, err)
+	defer r.Close()
+	ds, err := firstSection(r.DataSections())
+	require.NoError(t, err)
+	ts := ds.Tensors
+	n := len(ts)
+	overlap := ts[n-2]
+	overlap.Name = "overlap"
+	overlap.DataOffsets[0] -= 7
+	overlap.Shape = []uint64{overlap.DataOffsets[1] - overlap.DataOffsets[0]}
+	ds.Tensors = []safetensors.TensorInfo{ts[n-1], ts[3], ts[0], overlap, ts[n-2], ts[6], ts[3]}
+	ds.Tensors[len(ds.Tensors)-1].Name = "again"
+	src := sourceFunc(func() ([]safetensors.DataSection, error) { return []safetensors.DataSection{ds}, nil })
+	for _, l := range []*Loader{{}, {ChunkSize: 4096, MemoryLimit: 1, Concurrency: 3}} {
+		got, d := loadHashed(t, l, src)
+		assert.Len(t, got, len(ds.Tensors))
+		assert.Equal(t, map[string][sha256.Size]byte{path: sha256.Sum256(raw)}, d.Files())
+	}
+}
+
+// TestLoaderDigestsErrors: a source that cannot be hashed is refused at
+// the start; a read that fails in a gap names the file; a cancelled load
+// stops with its goroutines.
+func TestLoaderDigestsErrors(t *testing.T) {
+	path, _ := loadFixture(t)
+	r, err := safetensors.Open(path)
+	require.NoError(t, err)
+	defer r.Close()
+	ds, err := firstSection(r.DataSections())
+	require.NoError(t, err)
+
+	noHeader := ds
+	noHeader.HeaderBytes = nil
+	var d Digests
+	_, err = first(new(Loader).Load(context.Background(), sourceFunc(func() ([]safetensors.DataSection, error) {
+		return []safetensors.DataSection{noHeader}, nil
+	}), HashFiles(&d)))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "cannot hash "+path)
+	// Without HashFiles it loads.
+	_, err = first(new(Loader).Load(context.Background(), sourceFunc(func() ([]safetensors.DataSection, error) {
+		return []safetensors.DataSection{noHeader}, nil
+	}), DigestTensors(&d)))
+	require.NoError(t, err)
+
+	short := ds
+	short.Size = int64(len(ds.HeaderBytes)) + 10
+	_, err = first(new(Loader).Load(context.Background(), sourceFunc(func() ([]safetensors.DataSection, error) {
+		return []safetensors.DataSection{short}, nil
+	}), HashFiles(&d)))
+	assert.ErrorIs(t, err, safetensors.ErrInvalidOffset)
+
+	// A gap whose read fails: the source breaks past the first tensor,
+	// which is the only one loaded.
+	gap := ds
+	gap.Path = ""
+	gap.Data = brokenReaderAt{r: ds.Data, bad: int64(ds.Tensors[3].DataOffsets[1])}
+	gap.Tensors = ds.Tensors[3:4]
+	_, err = first(new(Loader).Load(context.Background(), sourceFunc(func() ([]safetensors.DataSection, error) {
+		return []safetensors.DataSection{gap}, nil
+	}), HashFiles(&d)))
+	assert.ErrorIs(t, err, errDisk)
+	assert.Contains(t, err.Error(), "hashing "+path)
+
+	// Cancelled, and broken out of, the file read in order by one
+	// goroutine (one processor) and in parallel (four).
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for _, procs := range []int{1, 4} {
+		runtime.GOMAXPROCS(procs)
+		l := &Loader{ChunkSize: 4096, MemoryLimit: 1, Concurrency: 4}
+		for range 10 {
+			n := 0
+			for _, err := range l.Load(context.Background(), r, HashFiles(&d), DigestTensors(&d)) {
+				require.NoError(t, err)
+				if n++; n == 3 {
+					break
+				}
+			}
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		var last error
+		n := 0
+		for _, err := range l.Load(ctx, r, HashFiles(&d)) {
+			if n++; n == 2 {
+				cancel()
+			}
+			last = err
+		}
+		cancel()
+		assert.True(t, errors.Is(last, context.Canceled), "GOMAXPROCS %d: %v", procs, last)
+		assertNoLoadGoroutines(t)
+	}
+}
+
+var _ io.ReaderAt = brokenReaderAt{}
