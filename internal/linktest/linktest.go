@@ -6,6 +6,7 @@ package linktest
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -33,6 +34,17 @@ func Symlink(t testing.TB, oldname, newname string) bool {
 func Need(t testing.TB, oldname, newname string) {
 	t.Helper()
 	if !Symlink(t, oldname, newname) {
+		t.Skip("needs symbolic links, which this platform did not make")
+	}
+}
+
+// SkipWithout skips the test, saying why, where a symbolic link made in a
+// temporary folder is not one: for tests that make many links, or build
+// fixtures with them, in one go.
+func SkipWithout(t testing.TB) {
+	t.Helper()
+	dir := t.TempDir()
+	if !Symlink(t, "target", filepath.Join(dir, "link")) {
 		t.Skip("needs symbolic links, which this platform did not make")
 	}
 }
