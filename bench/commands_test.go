@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -311,4 +313,159 @@ func BenchmarkConvertModel(b *testing.B) {
 			}, clean: func() { os.Remove(out) }},
 			sumSide(path))
 	})
+}
+
+// quantizedModel returns the folder of a quantized model of size bytes of
+// weights in 16 tensors, written once per process and read into the page
+// cache: for checkpoint.MethodFP8, F8_E4M3 weights [rows, 4096] beside
+// their F32 weight_scale_inv, blocks of 128x128; for
+// checkpoint.MethodMXFP4, gpt-oss's experts' "_blocks" [4, rows, 128, 16]
+// beside their E8M0 "_scales" [4, rows, 128]; config.json with the
+// quantization_config.
+func quantizedModel(b *testing.B, method string, size int64) string {
+	b.Helper()
+	dir := filepath.Join(benchDir(b), fmt.Sprintf("%s-%d", method, size))
+	path := filepath.Join(dir, "model.safetensors")
+	modelsMu.Lock()
+	done := models[path]
+	modelsMu.Unlock()
+	if !done {
+		const n = 16
+		var specs []safetensors.TensorSpec
+		config := `{"model_type": "gpt_oss", "quantization_config": {"quant_method": "mxfp4"}}`
+		if method == checkpoint.MethodFP8 {
+			config = `{"model_type": "llama", "quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}}`
+			rows := uint64(size / n / 4096)
+			for i := range n {
+				w := fmt.Sprintf("model.layers.%d.mlp.up_proj.weight", i)
+				specs = append(specs, safetensors.TensorSpec{Name: w, DType: safetensors.F8_E4M3, Shape: []uint64{rows, 4096}},
+					safetensors.TensorSpec{Name: w + "_scale_inv", DType: safetensors.F32, Shape: []uint64{(rows + 127) / 128, 32}})
+			}
+		} else {
+			rows := uint64(size / n / 4 / 128 / 16)
+			for i := range n {
+				p := fmt.Sprintf("model.layers.%d.mlp.experts.gate_up_proj", i)
+				specs = append(specs, safetensors.TensorSpec{Name: p + "_blocks", DType: safetensors.U8, Shape: []uint64{4, rows, 128, 16}},
+					safetensors.TensorSpec{Name: p + "_scales", DType: safetensors.U8, Shape: []uint64{4, rows, 128}})
+			}
+		}
+		if err := os.MkdirAll(dir, 0o777); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(config), 0o666); err != nil {
+			b.Fatal(err)
+		}
+		fw, err := safetensors.CreateFile(path, specs, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		// Bytes that are finite F8_E4M3 values, F32 scales of about 0.01
+		// (0x3c23d70a), and E8M0 exponents of about 2^0 (0x7f).
+		data := make([]byte, 1<<20)
+		for _, t := range fw.Header().Tensors {
+			for i := range data {
+				switch {
+				case t.DType == safetensors.F32:
+					data[i] = [4]byte{0x0a, 0xd7, 0x23, 0x3c}[i%4]
+				case strings.HasSuffix(t.Name, "_scales"):
+					data[i] = byte(0x7a + i%10)
+				default:
+					data[i] = byte(i*7) &^ 0x80 % 0x7e
+				}
+			}
+			for left := t.DataOffsets[1] - t.DataOffsets[0]; left > 0; left -= min(left, uint64(len(data))) {
+				if _, err := fw.Write(data[:min(left, uint64(len(data)))]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		if err := fw.Close(); err != nil {
+			b.Fatal(err)
+		}
+		modelsMu.Lock()
+		models[path] = true
+		modelsMu.Unlock()
+	}
+	warm(b, path)
+	return dir
+}
+
+// byteSum is the plain parallel pass over the bytes of the file's
+// tensors, of any dtype: mapped, each tensor's bytes summed by GOMAXPROCS
+// goroutines, each a contiguous share, closed.
+func byteSum(path string) (uint64, error) {
+	r, err := safetensors.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer r.Close()
+	ts, err := r.Tensors()
+	if err != nil {
+		return 0, err
+	}
+	workers := runtime.GOMAXPROCS(0)
+	sums := make([]uint64, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var s uint64
+			for _, t := range ts {
+				n := len(t.Data)
+				for _, x := range t.Data[n*w/workers : n*(w+1)/workers] {
+					s += uint64(x)
+				}
+			}
+			sums[w] = s
+		}()
+	}
+	wg.Wait()
+	var s uint64
+	for _, x := range sums {
+		s += x
+	}
+	return s, nil
+}
+
+// BenchmarkDequantizeModel runs checkpoint.Convert with Dequantize, what
+// `safetensors convert --dequantize --dtype BF16` runs, on an FP8
+// block-scaled and an MXFP4 model (the output removed after each round,
+// untimed), against the plain parallel pass over the bytes of the same
+// file (byteSum, "x-sum"), the "write" ceiling of its output's size
+// ("x-write"), and both one after the other ("x", the ceiling of a
+// command that reads the file and writes its output).
+func BenchmarkDequantizeModel(b *testing.B) {
+	for _, method := range []string{checkpoint.MethodFP8, checkpoint.MethodMXFP4} {
+		b.Run(method, func(b *testing.B) {
+			size := modelSize()
+			dir := quantizedModel(b, method, size)
+			path := filepath.Join(dir, "model.safetensors")
+			info, err := os.Stat(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			outSize := 2 * size // one BF16 value a byte
+			if method == checkpoint.MethodMXFP4 {
+				outSize = 4 * size // two a byte
+			}
+			out := filepath.Join(b.TempDir(), "out")
+			buf := make([]byte, 1<<20)
+			raceSides(b, info.Size(),
+				side{name: "dequantize", run: func() error {
+					_, err := checkpoint.Convert(context.Background(), dir, out, safetensors.BF16, checkpoint.Dequantize())
+					return err
+				}, clean: func() { os.RemoveAll(out) }},
+				side{name: "write", run: func() error {
+					return writeCeiling(out, outSize, buf)
+				}, clean: func() { os.RemoveAll(out) }},
+				side{name: "sum", run: func() error { _, err := byteSum(path); return err }},
+				side{name: "read+write", run: func() error {
+					if _, err := byteSum(path); err != nil {
+						return err
+					}
+					return writeCeiling(out, outSize, buf)
+				}, clean: func() { os.RemoveAll(out) }})
+		})
+	}
 }

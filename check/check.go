@@ -358,7 +358,18 @@ func run(ctx context.Context, src safetensors.TensorSource, c *settings) (*Repor
 	if len(bounds) > 0 {
 		r.Notes = append(r.Notes, fmt.Sprintf("%s named as bounds hold only infinities, as clipping bounds initialized to no clipping do (e.g. %q): not reported", plural.Of(len(bounds), "tensor"), bounds[0]))
 	}
-	r.Findings = append(r.Findings, dtypes(infos)...)
+	q, qf, stored, err := quantization(ctx, es, cfg, infos)
+	if err != nil {
+		if stopped := parallel.Stopped(ctx); stopped != nil {
+			return nil, fmt.Errorf("check: stopped: %w", stopped)
+		}
+		return nil, err
+	}
+	if q != nil {
+		r.Notes = append(r.Notes, quantNote(q))
+	}
+	r.Findings = append(r.Findings, qf...)
+	r.Findings = append(r.Findings, dtypes(infos, stored)...)
 	r.Findings = append(r.Findings, st.findings...)
 	files := map[string]map[string]any{}
 	for name, data := range c.files {
@@ -533,12 +544,13 @@ type info struct {
 }
 
 // dtypes reports float tensors of more than one dtype, buffers left out
-// (role.IsBuffer), whose dtype may differ from the weights'.
-func dtypes(infos []info) []Finding {
+// (role.IsBuffer), whose dtype may differ from the weights', and the
+// tensors that store a quantized model's weights (stored).
+func dtypes(infos []info, stored map[string]bool) []Finding {
 	count := map[safetensors.DType]int{}
 	example := map[safetensors.DType]string{}
 	for _, t := range infos {
-		if t.DType.IsFloat() && !role.IsBuffer(t.Name, t.Shape) {
+		if t.DType.IsFloat() && !role.IsBuffer(t.Name, t.Shape) && !stored[t.Name] {
 			if count[t.DType] == 0 {
 				example[t.DType] = t.Name
 			}

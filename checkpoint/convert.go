@@ -27,8 +27,9 @@ type Conversion struct {
 	// them; for a source named by its one file, the destination's name.
 	Files []string
 	// Tensors counts the tensors written, and Converted those whose dtype
-	// changed.
-	Tensors, Converted int
+	// changed; Dequantized counts the weights dequantized (with the
+	// Dequantize option), among Tensors and Converted.
+	Tensors, Converted, Dequantized int
 	// Bytes is the size of the safetensors files written.
 	Bytes uint64
 	// Copied are the other files copied from the source's folder, such as
@@ -108,7 +109,19 @@ func Convert(ctx context.Context, src, dst string, to safetensors.DType, opts ..
 			return nil, fmt.Errorf("checkpoint: %s and %s are the same file: write the output elsewhere", src, dst)
 		}
 	}
-	cv := &converter{ctx: ctx, to: to, rounding: o.rounding, progress: o.progress}
+	cv := &converter{ctx: ctx, to: to, rounding: o.rounding, progress: o.progress, ck: c}
+	// A file's folder's config.json says how it is quantized, on disk;
+	// over HTTP, a file's is not asked for: its tensors say.
+	_, local := onDisk(c.dir)
+	q, err := c.quantization(ctx, !isFile || local)
+	if err != nil {
+		return nil, err
+	}
+	if q != nil {
+		if cv.plan, err = planDequantization(c, q, to, o.dequantize); err != nil {
+			return nil, err
+		}
+	}
 	for _, f := range c.files {
 		cv.total += f.r.Header().DataLen()
 	}
@@ -132,6 +145,8 @@ type converter struct {
 	to       safetensors.DType
 	rounding safetensors.Rounding
 	progress func(done, total uint64)
+	ck       *Checkpoint
+	plan     *dequantPlan // for a quantized model, dequantized; or nil
 
 	done, total uint64
 	out         Conversion
@@ -145,6 +160,11 @@ type convertSlot struct {
 	in  []byte    // the chunk's bytes, for a source read through ReadAt
 	f32 []float32 // the chunk decoded
 	buf []byte    // the chunk encoded
+
+	scaleIn []byte    // a dequantized chunk's scales, for a source read through ReadAt
+	scales  []float32 // its scales decoded
+	zeroIn  []byte    // its zero points, for a source read through ReadAt
+	zeros   []float32 // its zero points decoded
 }
 
 // stopped returns the error for a conversion that ctx stopped, or nil.
@@ -192,13 +212,26 @@ func (cv *converter) convertModel(c *Checkpoint, dir string) error {
 // file.
 func (cv *converter) convertFile(f *file, out string) error {
 	h := f.r.Header()
-	specs := make([]safetensors.TensorSpec, len(h.Tensors))
-	for i, t := range h.Tensors {
+	var specs []safetensors.TensorSpec
+	var dropped uint64                // the bytes of the tensors left out
+	var srcs []safetensors.TensorInfo // the input tensor of each spec
+	for _, t := range h.Tensors {
 		d := t.DType
 		if Convertible(d) {
 			d = cv.to
 		}
-		specs[i] = safetensors.TensorSpec{Name: t.Name, DType: d, Shape: t.Shape}
+		spec := safetensors.TensorSpec{Name: t.Name, DType: d, Shape: t.Shape}
+		if cv.plan != nil {
+			if cv.plan.dropped[t.Name] {
+				dropped += t.DataOffsets[1] - t.DataOffsets[0]
+				continue
+			}
+			if w := cv.plan.values[t.Name]; w != nil {
+				spec = safetensors.TensorSpec{Name: w.Name, DType: cv.to, Shape: w.Shape}
+			}
+		}
+		specs = append(specs, spec)
+		srcs = append(srcs, t)
 	}
 	fw, err := safetensors.CreateFile(out, specs, h.Metadata)
 	if err != nil {
@@ -211,16 +244,21 @@ func (cv *converter) convertFile(f *file, out string) error {
 	// output tensor's spec, made from the input tensor of the same index.
 	var chunks []convertChunkRef
 	for k, t := range fw.Header().Tensors {
-		s := h.Tensors[fw.SpecOrder()[k]]
+		s := srcs[fw.SpecOrder()[k]]
 		sizes[t.Name] = t.DataOffsets[1] - t.DataOffsets[0]
 		cv.out.Tensors++
 		if t.DType != s.DType {
 			cv.out.Converted++
 		}
+		if cv.plan != nil && cv.plan.values[s.Name] != nil {
+			cv.out.Dequantized++
+			chunks = append(chunks, cv.plan.dequantChunks(cv.ck, cv.plan.values[s.Name], s)...)
+			continue
+		}
 		n := s.NumElements()
 		step := uint64(convertChunk) // a multiple of 8: whole bytes of the packed dtypes
 		for lo := uint64(0); lo < n; lo += step {
-			chunks = append(chunks, convertChunkRef{s, t.DType, lo, min(lo+step, n)})
+			chunks = append(chunks, convertChunkRef{s: s, to: t.DType, lo: lo, hi: min(lo+step, n)})
 		}
 	}
 	if err := cv.copyChunks(f.r, chunks, fw); err != nil {
@@ -228,6 +266,12 @@ func (cv *converter) convertFile(f *file, out string) error {
 	}
 	if err := cv.stopped(out); err != nil {
 		return err
+	}
+	if dropped > 0 {
+		cv.done += dropped
+		if cv.progress != nil {
+			cv.progress(cv.done, cv.total)
+		}
 	}
 	if err := fw.Close(); err != nil {
 		return err
@@ -245,6 +289,7 @@ type convertChunkRef struct {
 	s      safetensors.TensorInfo
 	to     safetensors.DType
 	lo, hi uint64
+	dq     *dequantChunk // a chunk of a dequantized weight, or nil
 }
 
 // copyChunks writes the chunks of tensors of r to w, in order, each
@@ -261,6 +306,15 @@ func (cv *converter) copyChunks(r *safetensors.Reader, chunks []convertChunkRef,
 		c, m := chunks[i], &cv.slots[slot]
 		if err := cv.stopped(c.s.Name); err != nil {
 			return safetensors.Tensor{}, err
+		}
+		if c.dq != nil {
+			var data []byte
+			err := safetensors.GuardFaults(func() error {
+				var err error
+				data, chunks[i].lo, err = cv.dequantize(m, c.dq, cv.to)
+				return err
+			})
+			return safetensors.Tensor{Name: c.s.Name, Data: data}, err
 		}
 		bits := uint64(c.s.DType.Bits())
 		if need := (c.hi - c.lo) * bits / 8; uint64(cap(m.in)) < need {
@@ -288,7 +342,11 @@ func (cv *converter) copyChunks(r *safetensors.Reader, chunks []convertChunkRef,
 			return err
 		}
 		c := chunks[i]
-		cv.done += (c.hi - c.lo) * uint64(c.s.DType.Bits()) / 8
+		if c.dq != nil {
+			cv.done += c.lo // the bytes it read
+		} else {
+			cv.done += (c.hi - c.lo) * uint64(c.s.DType.Bits()) / 8
+		}
 		if cv.progress != nil {
 			cv.progress(cv.done, cv.total)
 		}
@@ -339,10 +397,23 @@ func (cv *converter) convertIndex(p *Checkpoint, prefix, out string) error {
 		return err
 	}
 	var total uint64
+	var weightMap map[string]string // a dequantized model's
+	if cv.plan != nil {
+		weightMap = map[string]string{}
+	}
 	for name, l := range p.where {
+		if cv.plan != nil {
+			if cv.plan.dropped[name] {
+				continue
+			}
+			if w := cv.plan.values[name]; w != nil {
+				name = w.Name
+			}
+			weightMap[name] = p.files[l.file].name
+		}
 		total += cv.sizes[prefix+p.files[l.file].name][name]
 	}
-	text, err := hfindex.Rewrite(data, total, nil)
+	text, err := hfindex.Rewrite(data, total, weightMap)
 	if err != nil {
 		return fmt.Errorf("checkpoint: %s: %w", p.dir.path(p.index), err)
 	}
@@ -388,7 +459,14 @@ func (cv *converter) copyOthers(c *Checkpoint, dir string) error {
 			if err := os.MkdirAll(filepath.Dir(out), 0o777); err != nil {
 				return err
 			}
-			if err := atomicfile.WriteNew(out, found[name]); err != nil {
+			data := found[name]
+			if cv.plan != nil && name == "config.json" {
+				var err error
+				if data, err = dequantizedConfig(data); err != nil {
+					return fmt.Errorf("checkpoint: %s: %w", c.dir.path(name), err)
+				}
+			}
+			if err := atomicfile.WriteNew(out, data); err != nil {
 				return err
 			}
 			cv.out.Copied = append(cv.out.Copied, name)
@@ -421,7 +499,18 @@ func (cv *converter) copyOthers(c *Checkpoint, dir string) error {
 		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(rel)), 0o777); err != nil {
 			return err
 		}
-		if err := atomicfile.CopyFile(p, filepath.Join(dir, rel)); err != nil {
+		if cv.plan != nil && name == "config.json" {
+			data, err := os.ReadFile(p)
+			if err == nil {
+				data, err = dequantizedConfig(data)
+			}
+			if err != nil {
+				return fmt.Errorf("checkpoint: %s: %w", p, err)
+			}
+			if err := atomicfile.WriteNew(filepath.Join(dir, rel), data); err != nil {
+				return err
+			}
+		} else if err := atomicfile.CopyFile(p, filepath.Join(dir, rel)); err != nil {
 			return err
 		}
 		cv.out.Copied = append(cv.out.Copied, path.Clean(name))

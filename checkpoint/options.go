@@ -42,8 +42,9 @@ type options struct {
 	fileMeta     map[string]string
 	write        []safetensors.WriteOption
 
-	rounding safetensors.Rounding
-	progress func(done, total uint64)
+	rounding   safetensors.Rounding
+	progress   func(done, total uint64)
+	dequantize bool
 }
 
 // DefaultMaxShardSize is the largest a shard grows by default when

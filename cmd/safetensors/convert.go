@@ -22,11 +22,26 @@ memory use does not grow with the model. OUT appears only when it is complete:
 until then it is written to a temporary file or folder beside it, named
 .OUT.tmpXXXX, which a failure, SIGINT or SIGTERM removes. OUT may not be the
 input file. F64 values are rounded to float32 (to nearest) before any
-conversion to 16 bits. Progress goes to stderr when it is a terminal.`, modelInputs,
-		`0 written; 1 the model is invalid; 2 it could not be read or OUT not
+conversion to 16 bits. Progress goes to stderr when it is a terminal.
+
+A quantized model (FP8 block-scaled, MXFP4, compressed-tensors, ...: see
+inspect) is refused, naming its method, rather than recast its weights or
+their scales. With --dequantize, a model in FP8 block-scaled (DeepSeek-V3,
+Qwen3-FP8), MXFP4 (gpt-oss) or compressed-tensors' int-quantized,
+float-quantized, pack-quantized or nvfp4-pack-quantized format is written as
+a plain model of --dtype BF16 or F32: each weight as the reference
+dequantizer computes it, bit for bit (FP8: each value times its block's
+scale in float32, rounded once to BF16; MXFP4: transformers'
+convert_moe_packed_tensors, "X_blocks" and "X_scales" becoming "X";
+compressed-tensors: its decompressor), the scales, zero points and packed
+forms left out, config.json without quantization_config
+(checkpoint.Dequantize).`, modelInputs,
+		`0 written; 1 the model is invalid; 2 it could not be read, it is quantized
+(without --dequantize, or in a method it does not dequantize), or OUT not
 written; 130 or 143 after SIGINT or SIGTERM (OUT not written).`)
 	asJSON := addJSONFlag(fs)
 	dtype := fs.String("dtype", "", "the dtype of the float tensors: F16, BF16 or F32 (required)")
+	dequantize := fs.Bool("dequantize", false, "write a quantized model (FP8 block-scaled, MXFP4, compressed-tensors) dequantized, in --dtype BF16 or F32")
 	rounding := fs.String("rounding", "nearest", "how to round to F16 or BF16: nearest (to even, as PyTorch does) or truncate")
 	addModelFlags(fs)
 	operands, status, ok := parse(fs, args, stdout)
@@ -50,7 +65,13 @@ written; 130 or 143 after SIGINT or SIGTERM (OUT not written).`)
 		return usageError(fs, "--rounding must be nearest or truncate, not %q", *rounding)
 	}
 	in, out := operands[0], operands[1]
+	if *dequantize && to == safetensors.F16 {
+		return usageError(fs, "--dequantize writes BF16 or F32, not F16")
+	}
 	opts := append(checkpointOptions(in), checkpoint.Rounding(r))
+	if *dequantize {
+		opts = append(opts, checkpoint.Dequantize())
+	}
 	meter := newMeter(stderr, in, *asJSON)
 	defer meter.Done()
 	if meter != nil {
@@ -65,12 +86,15 @@ written; 130 or 143 after SIGINT or SIGTERM (OUT not written).`)
 	if err != nil {
 		return fail(stderr, "convert", in, err)
 	}
-	o := convertOutput{Model: in, Out: out, DType: to.String(), TensorCount: c.Tensors, ConvertedCount: c.Converted, Bytes: c.Bytes,
+	o := convertOutput{Model: in, Out: out, DType: to.String(), TensorCount: c.Tensors, ConvertedCount: c.Converted, DequantizedCount: c.Dequantized, Bytes: c.Bytes,
 		Files: list(c.Files), Copied: list(c.Copied)}
 	if *asJSON {
 		err = writeJSON(stdout, o)
 	} else {
 		written := fmt.Sprintf("%d of %s converted to %v, %s written", c.Converted, plural(c.Tensors, "tensor"), to, bytesString(c.Bytes))
+		if *dequantize {
+			written = fmt.Sprintf("%d of %s converted to %v (%s dequantized), %s written", c.Converted, plural(c.Tensors, "tensor"), to, plural(c.Dequantized, "weight"), bytesString(c.Bytes))
+		}
 		if info, err := os.Stat(out); err == nil && info.IsDir() {
 			written += fmt.Sprintf(" in %s, %s copied", plural(len(c.Files), "file"), plural(len(c.Copied), "other file"))
 		}
@@ -84,12 +108,15 @@ written; 130 or 143 after SIGINT or SIGTERM (OUT not written).`)
 
 // convertOutput is what convert --json prints.
 type convertOutput struct {
-	Model          string   `json:"model"`
-	Out            string   `json:"out"`
-	DType          string   `json:"dtype"`
-	TensorCount    int      `json:"tensor_count"`
-	ConvertedCount int      `json:"converted_count"`
-	Bytes          uint64   `json:"bytes"`  // of the safetensors files written
-	Files          []string `json:"files"`  // the safetensors files written, relative to OUT
-	Copied         []string `json:"copied"` // the other files copied, relative to OUT
+	Model          string `json:"model"`
+	Out            string `json:"out"`
+	DType          string `json:"dtype"`
+	TensorCount    int    `json:"tensor_count"`
+	ConvertedCount int    `json:"converted_count"`
+	// DequantizedCount counts the weights dequantized (--dequantize),
+	// among ConvertedCount.
+	DequantizedCount int      `json:"dequantized_count"`
+	Bytes            uint64   `json:"bytes"`  // of the safetensors files written
+	Files            []string `json:"files"`  // the safetensors files written, relative to OUT
+	Copied           []string `json:"copied"` // the other files copied, relative to OUT
 }

@@ -90,6 +90,16 @@ A DATASET is the directory of a safetensors-spark dataset
 	} else {
 		s := m.summary(name)
 		s.Warnings = warnings
+		var qwarn string
+		if s.Quantization, qwarn, err = summarizeQuantization(context.Background(), name, m); err != nil {
+			return fail(stderr, "inspect", name, err)
+		}
+		if qwarn != "" {
+			s.Warnings = append(s.Warnings, qwarn)
+			if !*asJSON {
+				fmt.Fprintf(stderr, "safetensors inspect: warning: %s\n", qwarn)
+			}
+		}
 		if *asJSON {
 			err = s.streamJSON(stdout)
 		} else {
@@ -213,6 +223,9 @@ type summary struct {
 	Files    []fileSummary   `json:"files"`
 	Tensors  []tensorSummary `json:"tensors"`
 	Totals   totals          `json:"totals"`
+	// Quantization is how the weights are quantized, for a quantized
+	// model; nil otherwise.
+	Quantization *quantSummary `json:"quantization,omitempty"`
 
 	label  string // the part's name in the output, for a part; unprinted
 	single bool   // a model named by its one file, whose tensors are listed without it
@@ -502,6 +515,10 @@ func (s summary) streamJSON(out io.Writer) error {
 	}
 	w.WriteString(",\n  \"totals\": ")
 	value(s.Totals, "  ")
+	if s.Quantization != nil {
+		w.WriteString(",\n  \"quantization\": ")
+		value(s.Quantization, "  ")
+	}
 	w.WriteString("\n}\n")
 	if err != nil {
 		return err
@@ -542,7 +559,13 @@ func (s summary) print(w io.Writer) error {
 		return err
 	}
 	fmt.Fprintln(w)
-	return s.Totals.print(w)
+	if err := s.Totals.print(w); err != nil {
+		return err
+	}
+	if s.Quantization != nil {
+		s.Quantization.print(w)
+	}
+	return nil
 }
 
 // print prints the totals by dtype and in all, as a table.

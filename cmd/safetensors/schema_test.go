@@ -44,7 +44,7 @@ func schemaExamples(t *testing.T) map[string][]any {
 // error, where a finding is).
 var optionalKeys = map[string]bool{
 	"model": true, "dataset": true, "part": true, "error": true, "mode": true, "sample_count": true,
-	"tensor": true, "block": true, "key": true, "count": true, "first_index": true,
+	"tensor": true, "block": true, "key": true, "count": true, "first_index": true, "quantization": true,
 }
 
 // nullableKeys are the fields that may be null, as docs/cli.md says:
@@ -177,7 +177,9 @@ func TestJSONSchema(t *testing.T) {
 	}
 	runs = append(runs,
 		[]string{"inspect", ds}, []string{"validate", ds, file, missing}, []string{"quantize", file, filepath.Join(t.TempDir(), "q")},
-		[]string{"quantize", sharded, filepath.Join(t.TempDir(), "q")}, []string{"version"})
+		[]string{"quantize", sharded, filepath.Join(t.TempDir(), "q")}, []string{"version"},
+		[]string{"inspect", quantized("fp8")}, []string{"check", quantized("mxfp4")},
+		[]string{"convert", "--dequantize", "--dtype", "BF16", quantized("fp8"), filepath.Join(t.TempDir(), "out")})
 	seen := map[string]bool{}
 	for _, args := range runs {
 		args = append([]string{args[0], "--json"}, args[1:]...)

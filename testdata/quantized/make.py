@@ -1,0 +1,153 @@
+"""Makes the tiny quantized checkpoints of testdata/quantized and the
+reference dequantizations beside them, with the reference code:
+
+  fp8/      FP8 block-scaled (quant_method fp8, weight_block_size [128, 128]):
+            partial blocks (150x300), whole blocks (256x128), an odd shape
+            (130x7) and a BF16 norm kept as it is.
+  fp8-64/   FP8 with 64x64 blocks, partial (100x70, 3x65).
+  mxfp4/    gpt-oss's MXFP4: *_blocks and *_scales of two experts, with
+            scales from 0 to 255, and an F32 bias kept as it is.
+  ct-*/     compressed-tensors 0.20's formats, each weight quantized with
+            its presets' arguments (calculate_qparams) and compressed by its
+            compressor: ct-int (int-quantized, W8A8, BF16), ct-float
+            (float-quantized, FP8_DYNAMIC, F16), ct-w4 (pack-quantized, W4A16,
+            group 128), ct-w4-asym (W4A16_ASYM, F32, packed zero points), ct-w8
+            (pack-quantized W8A16, one scale a row, rows of 53 values: a partial
+            int32 word),
+            ct-nvfp4 (nvfp4-pack-quantized, NVFP4A16).
+
+Each folder has model.safetensors and config.json, and the reference
+dequantized weights in want-BF16.safetensors and want-F32.safetensors:
+FP8 from transformers' _dequantize_fp8_weight in float32 (then .to(bfloat16)
+for BF16), MXFP4 from transformers' convert_moe_packed_tensors with the
+output dtype, compressed-tensors from its compressor's decompress (in the
+dtype it gives, then .to() the output's). Run with the Python of a venv that
+has torch 2.x, transformers 5.24 and compressed-tensors 0.20.0 (CPU is
+enough): python testdata/quantized/make.py
+"""
+import json
+import os
+
+import torch
+import transformers
+from safetensors.torch import save_file
+from transformers.integrations.finegrained_fp8 import _dequantize_fp8_weight
+from transformers.integrations.mxfp4 import convert_moe_packed_tensors
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def write(name, tensors, config, want):
+    d = os.path.join(HERE, name)
+    os.makedirs(d, exist_ok=True)
+    save_file(tensors, os.path.join(d, "model.safetensors"))
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(config, f, indent=2, sort_keys=True)
+        f.write("\n")
+    for dtype, tensors in want.items():
+        save_file(tensors, os.path.join(d, "want-%s.safetensors" % dtype))
+
+
+def fp8(name, block, shapes, seed):
+    g = torch.Generator().manual_seed(seed)
+    tensors, want = {}, {"BF16": {}, "F32": {}}
+    for i, (out, inp) in enumerate(shapes):
+        w = (torch.randn(out, inp, generator=g) * 3).to(torch.float8_e4m3fn)
+        s = torch.rand(-(-out // block[0]), -(-inp // block[1]), generator=g) * 0.01 + 1e-4
+        tensors["layers.%d.proj.weight" % i] = w
+        tensors["layers.%d.proj.weight_scale_inv" % i] = s
+        ref = _dequantize_fp8_weight(w.clone(), s, list(block), torch.float32)
+        want["F32"]["layers.%d.proj.weight" % i] = ref
+        want["BF16"]["layers.%d.proj.weight" % i] = ref.to(torch.bfloat16)
+    norm = torch.randn(shapes[0][1], generator=g).to(torch.bfloat16)
+    tensors["norm.weight"] = norm
+    want["BF16"]["norm.weight"] = norm
+    want["F32"]["norm.weight"] = norm.float()
+    config = {"model_type": "llama", "architectures": ["LlamaForCausalLM"],
+              "quantization_config": {"quant_method": "fp8", "activation_scheme": "dynamic",
+                                      "weight_block_size": list(block)}}
+    write(name, tensors, config, want)
+
+
+def mxfp4(name, seed):
+    g = torch.Generator().manual_seed(seed)
+    tensors, want = {}, {"BF16": {}, "F32": {}}
+    for proj, (experts, rows, groups) in {"gate_up_proj": (2, 12, 3), "down_proj": (2, 6, 2)}.items():
+        p = "model.layers.0.mlp.experts." + proj
+        blocks = torch.randint(0, 256, (experts, rows, groups, 16), generator=g, dtype=torch.uint8)
+        scales = torch.randint(110, 140, (experts, rows, groups), generator=g, dtype=torch.uint8)
+        if proj == "gate_up_proj":  # the extremes: 2^-127, 2^-126, 2^0, 2^127, 2^128
+            scales.view(-1)[:6] = torch.tensor([0, 1, 127, 254, 255, 200], dtype=torch.uint8)
+        tensors[p + "_blocks"] = blocks
+        tensors[p + "_scales"] = scales
+        bias = torch.randn(experts, rows, generator=g)
+        tensors[p + "_bias"] = bias
+        want["BF16"][p] = convert_moe_packed_tensors(blocks, scales, dtype=torch.bfloat16)
+        want["F32"][p] = convert_moe_packed_tensors(blocks, scales, dtype=torch.float32)
+        want["BF16"][p + "_bias"] = bias.to(torch.bfloat16)
+        want["F32"][p + "_bias"] = bias
+    config = {"model_type": "gpt_oss", "architectures": ["GptOssForCausalLM"],
+              "quantization_config": {"quant_method": "mxfp4",
+                                      "modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router",
+                                                                 "model.embed_tokens", "lm_head"]}}
+    write(name, tensors, config, want)
+
+
+def compressed(name, preset, fmt, dtype, shapes, seed, **weights):
+    from compressed_tensors.compressors import BaseCompressor
+    from compressed_tensors.quantization import preset_name_to_scheme
+    from compressed_tensors.quantization.utils import calculate_qparams, generate_gparam
+
+    g = torch.Generator().manual_seed(seed)
+    scheme = preset_name_to_scheme(preset, ["Linear"])
+    if weights:  # the preset's weight arguments changed
+        scheme.weights = scheme.weights.model_copy(update=weights)
+    a = scheme.weights
+    compressor = BaseCompressor.load_from_registry(fmt)
+    tensors, want = {}, {"BF16": {}, "F32": {}}
+    for i, (out, inp) in enumerate(shapes):
+        m = "model.layers.%d.mlp.down_proj" % i
+        w = torch.randn(out, inp, generator=g).to(dtype)
+        if a.strategy == "channel":
+            mn, mx = w.amin(1, keepdim=True), w.amax(1, keepdim=True)
+        elif a.strategy in ("group", "tensor_group"):
+            gw = w.unflatten(-1, (-1, a.group_size))
+            mn, mx = gw.amin(-1), gw.amax(-1)
+        else:
+            mn, mx = w.amin().reshape(1), w.amax().reshape(1)
+        gs = generate_gparam(w.amin(), w.amax()) if a.strategy == "tensor_group" else None
+        scale, zp = calculate_qparams(mn, mx, a, global_scale=gs)
+        sd = {"weight": w, "weight_scale": scale, "weight_zero_point": zp}
+        if gs is not None:
+            sd["weight_global_scale"] = gs
+        c = compressor.compress(sd, scheme)
+        for k, v in c.items():
+            tensors[m + "." + k] = v.contiguous()
+        ref = compressor.decompress(dict(c), scheme)["weight"]
+        want["BF16"][m + ".weight"] = ref.to(torch.bfloat16)
+        want["F32"][m + ".weight"] = ref.to(torch.float32)
+    norm = torch.randn(shapes[0][1], generator=g).to(torch.bfloat16)
+    tensors["model.norm.weight"] = norm
+    want["BF16"]["model.norm.weight"] = norm
+    want["F32"]["model.norm.weight"] = norm.float()
+    group = {"targets": ["Linear"], "weights": a.model_dump(mode="json"), "input_activations": None,
+             "output_activations": None, "format": fmt}
+    config = {"model_type": "llama", "architectures": ["LlamaForCausalLM"],
+              "quantization_config": {"quant_method": "compressed-tensors", "format": fmt, "config_groups": {"group_0": group},
+                                      "ignore": ["lm_head"], "quantization_status": "compressed", "version": "0.20.0",
+                                      "kv_cache_scheme": None, "sparsity_config": {}}}
+    write(name, tensors, config, want)
+
+
+if __name__ == "__main__":
+    print("torch", torch.__version__, "transformers", transformers.__version__)
+    fp8("fp8", (128, 128), [(150, 300), (256, 128), (130, 7)], 1)
+    fp8("fp8-64", (64, 64), [(100, 70), (3, 65)], 2)
+    mxfp4("mxfp4", 3)
+    compressed("ct-int", "W8A8", "int-quantized", torch.bfloat16, [(37, 53), (24, 128)], 4)
+    compressed("ct-float", "FP8_DYNAMIC", "float-quantized", torch.float16, [(37, 53), (24, 128)], 5)
+    compressed("ct-w4", "W4A16", "pack-quantized", torch.bfloat16, [(40, 256), (24, 128)], 6)
+    compressed("ct-w4-asym", "W4A16_ASYM", "pack-quantized", torch.float32, [(40, 256), (24, 128)], 7)
+    compressed("ct-w8", "W8A16", "pack-quantized", torch.bfloat16, [(37, 53), (24, 128)], 8,
+               strategy="channel", group_size=None)
+    compressed("ct-nvfp4", "NVFP4A16", "nvfp4-pack-quantized", torch.bfloat16, [(40, 256), (24, 48)], 9)
