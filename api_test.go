@@ -29,6 +29,7 @@ var apiPackages = map[string]string{
 	"load":       "load.txt",
 	"quant":      "quant.txt",
 	"remote":     "remote.txt",
+	"signing":    "signing.txt",
 	"verify":     "verify.txt",
 }
 

@@ -299,8 +299,27 @@ func (w *Writer) Write(p []byte) (int, error) {
 // through when the source cannot write itself out.
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
 
-// copyN copies exactly n bytes from src to dst.
+// A sizedSource is a source that tells how many bytes it holds and writes
+// them out itself, as a *bytes.Reader or *strings.Reader does.
+type sizedSource interface {
+	io.WriterTo
+	Len() int
+}
+
+// copyN copies exactly n bytes from src to dst. A sizedSource that holds
+// exactly n bytes writes them to dst itself, in writes as large as it
+// holds them (the whole of a *bytes.Reader's slice), with no buffer in
+// between; the bytes it would write beyond n are refused.
 func copyN(dst io.Writer, src io.Reader, n uint64) (uint64, error) {
+	if s, ok := src.(sizedSource); ok && s.Len() >= 0 && uint64(s.Len()) == n {
+		lw := &limitedWriter{w: dst, left: n}
+		_, err := s.WriteTo(lw)
+		done := n - lw.left
+		if err == nil && done < n {
+			err = io.ErrUnexpectedEOF // it wrote fewer than its Len said
+		}
+		return done, err
+	}
 	buf := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(buf)
 	var done uint64
@@ -319,6 +338,26 @@ func copyN(dst io.Writer, src io.Reader, n uint64) (uint64, error) {
 	return done, nil
 }
 
+// limitedWriter passes on to w at most left bytes, and refuses the rest.
+type limitedWriter struct {
+	w    io.Writer
+	left uint64
+}
+
+func (l *limitedWriter) Write(p []byte) (int, error) {
+	var over error
+	if uint64(len(p)) > l.left {
+		p = p[:l.left]
+		over = errorf(ErrSizeMismatch, "the source wrote more bytes than its Len said it held")
+	}
+	n, err := l.w.Write(p)
+	l.left -= uint64(n)
+	if err == nil {
+		err = over
+	}
+	return n, err
+}
+
 // copyError returns the error of copying n of the size bytes of the named
 // tensor: a source that ended early is a size mismatch.
 func copyError(name string, n, size uint64, err error) error {
@@ -334,9 +373,11 @@ func copyError(name string, n, size uint64, err error) error {
 // begins. A tensor that begins later gives an error wrapping ErrWriteOrder,
 // one whose bytes were written an error wrapping ErrTensorWritten, and
 // neither writes anything. If r ends early, the error names the tensor and the
-// missing bytes and wraps io.ErrUnexpectedEOF. When r is a *bytes.Reader,
-// an *os.File or another source that can write itself out, the bytes go to
-// the destination without an intermediate buffer.
+// missing bytes and wraps io.ErrUnexpectedEOF. A source that holds
+// exactly the tensor's bytes and writes itself out (an io.WriterTo with a
+// Len method, such as a *bytes.Reader of them) writes them to the
+// destination itself, without an intermediate buffer; so does an *os.File
+// where the destination reads from it (an *os.File, or CreateFile's).
 func (w *Writer) WriteTensor(name string, r io.Reader) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -371,7 +412,10 @@ func (w *Writer) WriteTensor(name string, r io.Reader) error {
 // several goroutines at once, each tensor once (else ErrTensorWritten),
 // including after Write and WriteTensor, for the tensors they have not
 // begun; Write and WriteTensor may not follow it (ErrWriteOrder). Like
-// WriteTensor, it takes exactly the tensor's size from r.
+// WriteTensor, it takes exactly the tensor's size from r, and a source
+// that holds exactly those bytes and writes itself out (a *bytes.Reader of
+// them) writes them at their place itself, in writes as large as it makes
+// them, without an intermediate buffer.
 func (w *Writer) WriteTensorAt(name string, r io.Reader) error {
 	i, wa, err := w.startAt(name)
 	if err != nil {

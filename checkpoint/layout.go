@@ -423,7 +423,7 @@ func webPage(path string, data []byte) string {
 	if u := filekind.ResolveURL(path); u != "" {
 		return msg + ": use the resolve/ form of its URL, " + u
 	}
-	if isURL(path) {
+	if remote.IsURL(path) {
 		return msg + ": for the Hugging Face Hub, use the resolve/ form of its URL, https://huggingface.co/REPO/resolve/REVISION/FILE"
 	}
 	return msg

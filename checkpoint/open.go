@@ -15,6 +15,7 @@ import (
 	"github.com/safetensors-go/safetensors"
 	"github.com/safetensors-go/safetensors/internal/hfindex"
 	"github.com/safetensors-go/safetensors/internal/parallel"
+	"github.com/safetensors-go/safetensors/remote"
 )
 
 var (
@@ -164,13 +165,6 @@ func open(ctx context.Context, target string, o *options) (c *Checkpoint, isFile
 	return c, isFile, nil
 }
 
-// isURL reports whether target is an http or https URL, its scheme in
-// any case, as URLs' schemes are.
-func isURL(target string) bool {
-	scheme := urlScheme(target)
-	return strings.EqualFold(scheme, "http") || strings.EqualFold(scheme, "https")
-}
-
 // urlScheme returns the scheme of target if it is a URL of the form
 // scheme://..., or "".
 func urlScheme(target string) string {
@@ -189,7 +183,7 @@ func urlScheme(target string) string {
 // locate returns the folder target is, or the folder of the file it is
 // and the file's name in it.
 func locate(target string, o *options) (folder, string, error) {
-	if isURL(target) {
+	if remote.IsURL(target) {
 		u, err := url.Parse(target)
 		if err != nil {
 			return nil, "", fmt.Errorf("checkpoint: %w", err)

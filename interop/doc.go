@@ -11,10 +11,15 @@
 //   - Python safetensors with NumPy, huggingface_hub's shard splitting and
 //     pyarrow, through python/interop.py, which also computes the tensor
 //     digests of docs/format.md from their definition with hashlib;
+//   - model_signing 1.1.1, the reference of OpenSSF Model Signing, in a
+//     virtual environment of its own (python/requirements-signing.txt):
+//     signatures written by each side verified by the other on P-256,
+//     P-384 and P-521, in key and certificate mode, the shards its Python
+//     API writes, and tampering refused by both;
 //   - the dataset manifest against a JSON Schema of the connector's layout,
 //     with santhosh-tekuri/jsonschema, and the Parquet index with Apache
 //     Arrow's Go implementation.
 //
 // interop/run sets everything up and runs the tests; without it, the tests
-// that need the oracle or Python skip (or fail, with INTEROP_REQUIRE=1).
+// that need the oracle, Python or model_signing skip (or fail, with INTEROP_REQUIRE=1).
 package interop

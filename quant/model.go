@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -412,7 +413,7 @@ func (w *modelWriter) quantizeFile(f string, listed []safetensors.TensorInfo, ou
 		}
 		// The blocks of the weight's values, then its scale.
 		sum.Quantized = append(sum.Quantized, t.Name)
-		br := &blockReader{next: next, free: free, read: w.read}
+		br := &blockReader{next: next, free: free, read: w.read, left: len(t.Data) / (t.DType.Bits() / 8)}
 		err := fw.WriteTensorAt(t.Name, br)
 		br.release()
 		if br.err != nil {
@@ -453,42 +454,79 @@ type quantItem struct {
 	err      error
 }
 
-// blockReader reads the blocks of a weight's values from next, giving
-// each back to free once read and counting the bytes of the weight they
-// quantize with read. It stops at the item after the blocks (the scale),
-// which it leaves in its place, or at an error, which it keeps.
+// blockReader reads the left bytes of a weight's int8 values from the
+// blocks that next brings, giving each back to free once read and counting
+// the bytes of the weight they quantize with read. It stops at the item
+// after the blocks (the scale), which it leaves in its place, or at an
+// error, which it keeps. As a sized io.WriterTo, it writes each block to
+// the Writer's destination itself, whole: one write a block, no copy.
 type blockReader struct {
 	next chan quantItem
 	free chan []byte
 	read func(n uint64)
+	left int       // the bytes not yet read
 	cur  quantItem // the block being read
 	off  int
 	err  error
 }
 
-func (r *blockReader) Read(p []byte) (int, error) {
+// Len returns the bytes of the weight not yet read.
+func (r *blockReader) Len() int { return r.left }
+
+// fill makes cur a block with bytes not yet read, taking the next from
+// next once the one before is read.
+func (r *blockReader) fill() error {
 	for r.off == len(r.cur.block) {
 		r.release()
 		if r.err != nil {
-			return 0, r.err
+			return r.err
 		}
 		it, ok := <-r.next
 		switch {
-		case !ok:
+		case !ok, it.err == nil && it.block == nil:
 			r.err = errors.New("quant: internal error: the weight's blocks ended early")
-			return 0, r.err
 		case it.err != nil:
 			r.err = it.err
-			return 0, r.err
-		case it.block == nil:
-			r.err = errors.New("quant: internal error: the weight's blocks ended early")
-			return 0, r.err
+		case len(it.block) > r.left:
+			r.err = errors.New("quant: internal error: the weight's blocks are longer than the weight")
+		}
+		if r.err != nil {
+			return r.err
 		}
 		r.cur, r.off = it, 0
 	}
+	return nil
+}
+
+func (r *blockReader) Read(p []byte) (int, error) {
+	if r.left == 0 {
+		return 0, io.EOF
+	}
+	if err := r.fill(); err != nil {
+		return 0, err
+	}
 	n := copy(p, r.cur.block[r.off:])
 	r.off += n
+	r.left -= n
 	return n, nil
+}
+
+// WriteTo writes the bytes not yet read to w, a block at a time.
+func (r *blockReader) WriteTo(w io.Writer) (int64, error) {
+	var done int64
+	for r.left > 0 {
+		if err := r.fill(); err != nil {
+			return done, err
+		}
+		n, err := w.Write(r.cur.block[r.off:])
+		r.off += n
+		r.left -= n
+		done += int64(n)
+		if err != nil {
+			return done, err
+		}
+	}
+	return done, nil
 }
 
 // release gives the block read back to free, and counts it.

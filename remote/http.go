@@ -357,6 +357,7 @@ func (o *object) tryProbe(ctx context.Context) error {
 		if _, _, total, ok := parseContentRange(resp.Header.Get("Content-Range")); ok && total == 0 {
 			o.size, o.ranged = 0, true
 			o.setVersion(resp.Header)
+			o.published = publishedOf(resp)
 			return nil
 		}
 		return fmt.Errorf("%w: %s: %s", ErrBadResponse, what, resp.Status)
@@ -364,6 +365,7 @@ func (o *object) tryProbe(ctx context.Context) error {
 		return x.statusError()
 	}
 	o.setVersion(resp.Header)
+	o.published = publishedOf(resp)
 	if resp.StatusCode == http.StatusOK {
 		return o.readHead(ctx, x)
 	}
@@ -383,6 +385,39 @@ func (o *object) tryProbe(ctx context.Context) error {
 	}
 	o.size, o.head, o.ranged = total, head, true
 	return nil
+}
+
+// publishedOf returns what resp, and the redirects that led to it, say of
+// the object's content: the first X-Linked-Etag and X-Linked-Size in the
+// chain (the Hub sends them with its redirect to the storage), and the
+// ETag of the first response (the Hub's, before any redirect).
+func publishedOf(resp *http.Response) Published {
+	p := Published{LinkedSize: -1}
+	for r := resp; r != nil; {
+		h := r.Header
+		if v := h.Get("X-Linked-Etag"); v != "" {
+			p.LinkedETag = unquoteETag(v)
+			p.LinkedSize = -1
+			if n, err := strconv.ParseInt(h.Get("X-Linked-Size"), 10, 64); err == nil && n >= 0 {
+				p.LinkedSize = n
+			}
+		}
+		p.ETag = unquoteETag(h.Get("ETag"))
+		if r.Request == nil {
+			break
+		}
+		r = r.Request.Response
+	}
+	return p
+}
+
+// unquoteETag returns the opaque part of an entity tag: W/"x" and "x" give x.
+func unquoteETag(v string) string {
+	v = strings.TrimPrefix(strings.TrimSpace(v), "W/")
+	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+		v = v[1 : len(v)-1]
+	}
+	return v
 }
 
 // setVersion keeps the validators of the first response.

@@ -255,7 +255,8 @@ type object struct {
 	// match: etag only when strong, weakETag otherwise.
 	etag, weakETag, lastModified string
 
-	requests atomic.Int64
+	requests  atomic.Int64
+	published Published
 }
 
 // OpenFile returns a File that reads the object at url, after one
@@ -341,6 +342,25 @@ func (f *File) Version() string {
 	}
 	return f.lastModified
 }
+
+// Published is what a server said of an object's content beside serving
+// it, in the answer to OpenFile's first request or a redirect before it:
+// what the Hugging Face Hub says so that a client can check the bytes it
+// gets.
+type Published struct {
+	// LinkedETag and LinkedSize are the Hub's X-Linked-Etag and
+	// X-Linked-Size, sent for a file stored in Git LFS or Xet: the
+	// SHA-256 of its content, in hex, and its size; "" and -1 if none.
+	LinkedETag string
+	LinkedSize int64
+	// ETag is the entity tag of the first answer, unquoted: for a small
+	// file the Hub keeps in git, the git blob SHA-1 of its content.
+	ETag string
+}
+
+// Published returns what the server said of the object's content when
+// the File was opened; see Published.
+func (f *File) Published() Published { return f.published }
 
 // Ranged reports whether the server honours Range requests. If not, only
 // the first bytes that OpenFile read can be read.

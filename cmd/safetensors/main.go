@@ -10,6 +10,8 @@
 //	safetensors diff [--json] [--atol X] [--rtol Y] [--equal-nan] [--variant NAME] A B
 //	safetensors convert [--json] --dtype F16|BF16|F32 [--rounding nearest|truncate] [--variant NAME] MODEL OUT
 //	safetensors quantize [--json] [--per channel|tensor] [--variant NAME] MODEL DST
+//	safetensors verify [--json] [--signature FILE --key PUB.pem|--cert PEM] [--digests FILE] [--structure-only] [--variant NAME] MODEL
+//	safetensors sign [--json] --key PRIV.pem [--signature model.sig] [--cert PEM] [--shard-size N] [--ignore PATH] MODEL
 //	safetensors version [--json]
 //	safetensors help [COMMAND|models]
 //
@@ -25,7 +27,9 @@
 // weights and its config.json; stats summarizes the values of tensors;
 // diff compares two models, within a tolerance; convert casts the float
 // tensors of a model; quantize writes a model's Linear weights as int8 for
-// vLLM (compressed-tensors); version prints the module and Go versions.
+// vLLM (compressed-tensors); verify checks every file of a model against
+// its cache blobs, the server's digests and an OpenSSF Model Signing
+// signature, which sign writes; version prints the module and Go versions.
 //
 // Every command takes --json and then writes one JSON document to stdout,
 // whose schema docs/cli.md gives. Errors go to stderr as
@@ -90,6 +94,8 @@ func init() {
 		{"diff", "[--json] [--atol X] [--rtol Y] [--equal-nan] [--variant NAME] A B", "compare the tensors and metadata of two models", runDiff},
 		{"convert", "[--json] --dtype F16|BF16|F32 [--rounding nearest|truncate] [--variant NAME] MODEL OUT", "cast the float tensors of a model", runConvert},
 		{"quantize", "[--json] [--per channel|tensor] [--variant NAME] MODEL DST", "quantize a model's Linear weights to int8 for vLLM (compressed-tensors)", runQuantize},
+		{"verify", "[--json] [--signature FILE --key PUB.pem|--cert PEM] [--digests FILE] [--structure-only] [--variant NAME] MODEL", "check every file of a model against its cache blobs, the server's digests, an OMS signature", runVerify},
+		{"sign", "[--json] --key PRIV.pem [--signature model.sig] [--cert PEM] [--shard-size N] [--ignore PATH] MODEL", "write an OpenSSF Model Signing signature of a model's folder", runSign},
 		{"version", "[--json]", "print the command's module version and Go version", runVersion},
 	}
 }
@@ -283,11 +289,11 @@ func statusOf(err error) int {
 // prefix replaces.
 func errorText(err error) string {
 	msg := err.Error()
-	for _, p := range []string{"safetensors: ", "checkpoint: ", "quant: ", "check: ", "diff: ", "remote: ", "dataset: ", "verify: ", "load: "} {
+	for _, p := range []string{"safetensors: ", "checkpoint: ", "quant: ", "check: ", "diff: ", "remote: ", "dataset: ", "verify: ", "load: ", "signing: "} {
 		msg = strings.TrimPrefix(msg, p)
 	}
 	// "open f: safetensors: header too large" → "open f: header too large"
-	for _, p := range []string{"safetensors", "checkpoint", "remote", "dataset"} {
+	for _, p := range []string{"safetensors", "checkpoint", "remote", "dataset", "verify", "signing"} {
 		msg = strings.ReplaceAll(msg, ": "+p+": ", ": ")
 	}
 	return msg

@@ -13,6 +13,7 @@ import (
 	"github.com/safetensors-go/safetensors/checkpoint"
 	"github.com/safetensors-go/safetensors/internal/regular"
 	"github.com/safetensors-go/safetensors/quant"
+	"github.com/safetensors-go/safetensors/remote"
 )
 
 // modelsHelp is what 'safetensors help models' prints: what a MODEL may
@@ -65,7 +66,7 @@ func checkpointOptions(name string) []checkpoint.Option {
 	if variant != "" {
 		opts = append(opts, checkpoint.Variant(variant))
 	}
-	if isURL(name) {
+	if remote.IsURL(name) {
 		opts = append(opts, checkpoint.RemoteOptions(remoteOptions(name)...))
 	}
 	return opts

@@ -9,6 +9,7 @@ import (
 
 	"github.com/safetensors-go/safetensors"
 	"github.com/safetensors-go/safetensors/checkpoint"
+	"github.com/safetensors-go/safetensors/remote"
 )
 
 // quantSummary is what inspect says of a quantized model
@@ -52,13 +53,13 @@ func summarizeQuantization(ctx context.Context, name string, m *model) (*quantSu
 	var q *checkpoint.Quantization
 	var err error
 	var warning string
-	if !m.file || !isURL(name) {
+	if !m.file || !remote.IsURL(name) {
 		q, err = ck.Quantization(ctx)
 		if err != nil {
 			warning = fmt.Sprintf("the quantization inferred from the tensors alone: %s", errorText(err))
 		}
 	}
-	if m.file && isURL(name) || err != nil {
+	if m.file && remote.IsURL(name) || err != nil {
 		var infos []safetensors.TensorInfo
 		for _, n := range ck.Names() {
 			info, err := ck.Info(n)

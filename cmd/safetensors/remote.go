@@ -28,13 +28,6 @@ func (h *headerFlags) Set(v string) error {
 // requestHeaders are the --header flags of the command being run.
 var requestHeaders headerFlags
 
-// isURL reports whether name is an http or https URL, its scheme in any
-// case, as the checkpoint package takes it.
-func isURL(name string) bool {
-	scheme, _, ok := strings.Cut(name, "://")
-	return ok && (strings.EqualFold(scheme, "http") || strings.EqualFold(scheme, "https"))
-}
-
 // remoteOptions returns the options for reading the URL name: the --header
 // flags, and the Hugging Face token for the Hub.
 func remoteOptions(name string) []remote.Option {

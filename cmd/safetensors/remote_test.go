@@ -204,12 +204,3 @@ func TestRemoteHint(t *testing.T) {
 	requestHeaders = headerFlags{"authorization: Bearer x"}
 	assert.Equal(t, "check the token of the Authorization --header: the server refused it", remoteHint(errFor(401)))
 }
-
-func TestIsURL(t *testing.T) {
-	for name, want := range map[string]bool{
-		"http://host/x": true, "https://host/x": true, "HTTPS://host/x": true, "Http://host": true,
-		"hf://org/m": false, "model.safetensors": false, "./http://x": false, "": false,
-	} {
-		assert.Equal(t, want, isURL(name), name)
-	}
-}

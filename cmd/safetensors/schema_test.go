@@ -53,6 +53,7 @@ var optionalKeys = map[string]bool{
 var nullableKeys = map[string]bool{
 	"value_count": true, "min": true, "max": true, "mean": true, "std": true, "nan_count": true, "inf_count": true,
 	"max_abs_diff": true, "max_rel_diff": true, "value_a": true, "value_b": true,
+	"signature_check": true, "tensor_manifest": true, // verify without --signature, --digests
 }
 
 // mapKeys are the fields whose value is a map of any keys, every value of
@@ -180,6 +181,14 @@ func TestJSONSchema(t *testing.T) {
 		[]string{"quantize", sharded, filepath.Join(t.TempDir(), "q")}, []string{"version"},
 		[]string{"inspect", quantized("fp8")}, []string{"check", quantized("mxfp4")},
 		[]string{"convert", "--dequantize", "--dtype", "BF16", quantized("fp8"), filepath.Join(t.TempDir(), "out")})
+	key, pub := signingKeys(t)
+	sig := filepath.Join(t.TempDir(), "model.sig")
+	runs = append(runs, []string{"sign", "--key", key, "--signature", sig, sharded}, []string{"verify", "--signature", sig, "--key", pub, sharded},
+		[]string{"verify", file}, []string{"verify", url}, []string{"verify", pipeline})
+	digests := filepath.Join(t.TempDir(), "model.digests")
+	_, manifest, _ := runCmd("inspect", "--digests", sharded)
+	require.NoError(t, os.WriteFile(digests, []byte(manifest), 0o644))
+	runs = append(runs, []string{"verify", "--digests", digests, sharded}, []string{"verify", "--digests", digests, file})
 	seen := map[string]bool{}
 	for _, args := range runs {
 		args = append([]string{args[0], "--json"}, args[1:]...)

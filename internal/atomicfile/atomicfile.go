@@ -14,6 +14,11 @@
 // The module's readers open files shared for deletion
 // (regular.OpenFile), so that only their mappings stand in the way.
 //
+// A File starts the writeback of its bytes as they are written, every
+// WritebackBytes (pagecache.StartWriteback), so that its final sync waits
+// only for the last of them: the device writes while the writer computes
+// what follows.
+//
 // The file-system operations go through hooks that tests replace with
 // SetHooks, to fail or crash at each step.
 package atomicfile
@@ -27,7 +32,9 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
+	"github.com/safetensors-go/safetensors/internal/pagecache"
 	"github.com/safetensors-go/safetensors/internal/regular"
 )
 
@@ -53,6 +60,9 @@ type Hooks struct {
 	Link       func(from, to string) error
 	Remove     func(name string) error
 	SyncDir    func(dir string)
+	// Writeback starts writing the dirty pages of a File's temporary
+	// file to disk, without waiting for them.
+	Writeback func(f Temp)
 }
 
 // hooks are the operations in use.
@@ -67,10 +77,18 @@ func defaultHooks() Hooks {
 			}
 			return f, nil
 		},
-		Rename:  rename,
-		Link:    os.Link,
-		Remove:  os.Remove,
-		SyncDir: syncDir,
+		Rename:    rename,
+		Link:      os.Link,
+		Remove:    os.Remove,
+		SyncDir:   syncDir,
+		Writeback: writeback,
+	}
+}
+
+// writeback starts the writeback of f, a temporary file of the system.
+func writeback(f Temp) {
+	if f, ok := f.(*os.File); ok {
+		pagecache.StartWriteback(f)
 	}
 }
 
@@ -92,6 +110,9 @@ func SetHooks(h Hooks) (restore func()) {
 	}
 	if h.SyncDir != nil {
 		hooks.SyncDir = h.SyncDir
+	}
+	if h.Writeback != nil {
+		hooks.Writeback = h.Writeback
 	}
 	return func() { hooks = saved }
 }
@@ -186,12 +207,38 @@ func CreateTemp(dir, prefix string) (*os.File, error) {
 // aborted. Its errors name the path, not the temporary file, which is an
 // internal detail and gone once they are returned. It is for one
 // goroutine at a time, except for WriteAt.
+//
+// Each time the bytes written through it pass a multiple of
+// WritebackBytes, the File starts the writeback of the temporary file's
+// dirty pages (pagecache.StartWriteback, which waits only while the
+// device's queue is full): a large file is then written to disk while it
+// is being written, and the sync of Flush and Commit, which durability
+// needs all the same, waits for little more than the last bytes rather
+// than for all of them, after the writer is done.
 type File struct {
 	f       Temp
 	path    string
-	done    bool  // committed, kept or aborted
-	flushed bool  // synced and closed, not yet renamed
-	err     error // the result of Flush or Rename once done
+	done    bool         // committed, kept or aborted
+	flushed bool         // synced and closed, not yet renamed
+	err     error        // the result of Flush or Rename once done
+	written atomic.Int64 // the bytes written, for the writeback
+}
+
+// WritebackBytes is how many bytes a File takes between the starts of the
+// writeback of its temporary file: enough for the device to write a large
+// request, few enough that the dirty pages left for the final sync are few.
+const WritebackBytes = 8 << 20
+
+// wrote counts n bytes written, and starts the writeback each time the
+// count passes a multiple of WritebackBytes; of several goroutines
+// writing at once, the one whose bytes pass it starts it.
+func (a *File) wrote(n int64) {
+	if n <= 0 {
+		return
+	}
+	if k := a.written.Add(n); k/WritebackBytes != (k-n)/WritebackBytes {
+		hooks.Writeback(a.f)
+	}
 }
 
 // Create creates the temporary file for path, in the same directory so
@@ -231,12 +278,14 @@ func (a *File) Name() string { return a.f.Name() }
 // Write writes p to the temporary file.
 func (a *File) Write(p []byte) (int, error) {
 	n, err := a.f.Write(p)
+	a.wrote(int64(n))
 	return n, a.fix(err)
 }
 
 // WriteAt writes p to the temporary file at off.
 func (a *File) WriteAt(p []byte, off int64) (int, error) {
 	n, err := a.f.WriteAt(p, off)
+	a.wrote(int64(n))
 	return n, a.fix(err)
 }
 
@@ -256,6 +305,7 @@ func (a *File) Truncate(size int64) error {
 func (a *File) ReadFrom(r io.Reader) (int64, error) {
 	if rf, ok := a.f.(io.ReaderFrom); ok {
 		n, err := rf.ReadFrom(r)
+		a.wrote(n)
 		return n, a.fix(err)
 	}
 	return io.Copy(struct{ io.Writer }{a}, r)

@@ -4,7 +4,9 @@
 // POSIX_FADV_DONTNEED), reading a file without readahead
 // (POSIX_FADV_RANDOM) or around the cache (direct I/O, O_DIRECT, and its
 // alignment), and advice about memory (madvise MADV_HUGEPAGE and
-// MADV_WILLNEED).
+// MADV_WILLNEED); and what the writers ask of it (atomicfile): to start
+// writing a file's dirty pages to disk as it is written (sync_file_range
+// SYNC_FILE_RANGE_WRITE).
 //
 // The advice and the drops are hints, whose failure is ignored (but for
 // AdviseWillNeed's, which Reader.Prefetch reports); a Probe never reads a
