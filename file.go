@@ -4,6 +4,15 @@ import (
 	"github.com/safetensors-go/safetensors/internal/atomicfile"
 )
 
+// ErrFileInUse is wrapped by the error of WriteFile, FileWriter.Close and
+// the other functions of this module that replace a file (the checkpoint
+// package's writers and Convert, the dataset writer, quant's writers) when
+// Windows refuses the replacement: a process has the file open without
+// sharing it for deletion, or mapped, as a Reader maps it. Unix replaces
+// such a file and the process keeps the old one; on Windows, close the
+// file's readers first, or write to another name.
+var ErrFileInUse = atomicfile.ErrInUse
+
 // WriteFile writes tensors and metadata to the named file as Write does,
 // streaming through a Writer with no copy of the whole file in memory. It
 // never leaves a partial file at path: it writes a temporary file in the
@@ -21,6 +30,12 @@ import (
 // by several revisions: writing through the link would change a blob under
 // the name of another content. To write through a link, resolve it first
 // with filepath.EvalSymlinks.
+//
+// A file that a Reader, in this process or another, has open and mapped
+// is replaced on Unix, the Reader keeping the old file's bytes. Windows
+// refuses to replace a file that is mapped or open without sharing it
+// for deletion (this module's readers share it): the error then wraps
+// ErrFileInUse, and path is left as it was.
 func WriteFile(path string, tensors []Tensor, metadata map[string]string, opts ...WriteOption) error {
 	pl, err := planTensors(tensors, metadata, opts)
 	if err != nil {
@@ -52,8 +67,8 @@ type FileWriter struct {
 // several goroutines, as the Writer's rules allow. Close then checks that every byte arrived, syncs the
 // file and renames it to path; if anything failed, including a source passed
 // to WriteTensor, Close removes the temporary file and leaves an existing
-// file at path as it was. Abort gives up explicitly. Modes, symbolic links
-// and errors are as for WriteFile.
+// file at path as it was. Abort gives up explicitly. Modes, symbolic links,
+// files in use (ErrFileInUse) and errors are as for WriteFile.
 func CreateFile(path string, specs []TensorSpec, metadata map[string]string, opts ...WriteOption) (*FileWriter, error) {
 	pl, err := planSpecs(specs, metadata, opts)
 	if err != nil {

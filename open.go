@@ -19,7 +19,7 @@ var ErrNotRegular = regular.ErrNotRegular
 // refusing anything but a regular file without blocking on a FIFO; the
 // refusal of a directory says which calls open a model's folder.
 func openRegular(path string) (*os.File, error) {
-	f, err := regular.Open(os.OpenFile, path)
+	f, err := regular.Open(regular.OpenFile, path)
 	var nr *regular.NotRegularError
 	if errors.As(err, &nr) && nr.Mode.IsDir() {
 		return nil, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w: a directory; a model's folder opens with the checkpoint package's Open, and loads whole with its Load", ErrNotRegular)}

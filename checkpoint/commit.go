@@ -161,7 +161,7 @@ func (w *Writer) removeAll(files []string) {
 // temporary file, which an index lists where hard links fail), so that an
 // index naming config.json does not make a save remove it.
 func oldShards(path string) []string {
-	f, err := regular.Open(os.OpenFile, path)
+	f, err := regular.Open(regular.OpenFile, path)
 	if err != nil {
 		return nil
 	}

@@ -78,7 +78,9 @@ const convertChunk = 1 << 20
 // through a temporary folder beside it (named like the file's temporary
 // files, see safetensors.TempPattern), renamed into place at the end; on
 // any error, or when ctx is done, nothing is left behind and the error
-// wraps the cause (context.Cause(ctx)).
+// wraps the cause (context.Cause(ctx)). On Windows, a dst file that a
+// process has open without sharing it for deletion, or mapped, cannot be
+// replaced: the error wraps safetensors.ErrFileInUse.
 //
 // The options are Open's, and Rounding and Progress.
 func Convert(ctx context.Context, src, dst string, to safetensors.DType, opts ...Option) (*Conversion, error) {

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/internal/linktest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -120,9 +121,10 @@ func TestConvertFile(t *testing.T) {
 	}
 	_, err := Convert(context.Background(), src, src, safetensors.F16)
 	assert.ErrorContains(t, err, "the same file")
-	require.NoError(t, os.Symlink(src, filepath.Join(dir, "link.safetensors")))
-	_, err = Convert(context.Background(), src, filepath.Join(dir, "link.safetensors"), safetensors.F16)
-	assert.ErrorContains(t, err, "the same file")
+	if linktest.Symlink(t, src, filepath.Join(dir, "link.safetensors")) {
+		_, err = Convert(context.Background(), src, filepath.Join(dir, "link.safetensors"), safetensors.F16)
+		assert.ErrorContains(t, err, "the same file")
+	}
 	_, err = Convert(context.Background(), src, filepath.Join(dir, "x.safetensors"), safetensors.I8)
 	assert.ErrorIs(t, err, safetensors.ErrInvalidOption)
 	assert.NoFileExists(t, filepath.Join(dir, "x.safetensors"))

@@ -80,7 +80,7 @@ func (f *localFolder) openRegular(name string) (*os.File, error) {
 	if f.root != nil {
 		file, err = regular.Open(f.root.OpenFile, filepath.Join(f.prefix, filepath.FromSlash(name)))
 	} else {
-		file, err = regular.Open(os.OpenFile, f.path(name))
+		file, err = regular.Open(regular.OpenFile, f.path(name))
 	}
 	var nr *regular.NotRegularError
 	if errors.As(err, &nr) && nr.Mode.IsDir() {

@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/internal/linktest"
 	"github.com/safetensors-go/safetensors/load"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -300,9 +301,7 @@ func TestOpenCorruptedIndex(t *testing.T) {
 // TestOpenSymlinkOut refuses a shard that is a symbolic link to a file
 // outside the index's directory.
 func TestOpenSymlinkOut(t *testing.T) {
-	if runtime.GOOS == "windows" {
-		t.Skip("symbolic links need privileges on Windows")
-	}
+	linktest.SkipWithout(t)
 	fx := loadShardedFixture(t)
 	dir := writeFixture(t, fx)
 	outside := filepath.Join(t.TempDir(), "elsewhere.safetensors")
@@ -798,9 +797,7 @@ func TestOpenFinds(t *testing.T) {
 // which Open allows there and nowhere else; a link out of the model's
 // cache directory is still refused.
 func TestOpenHubCache(t *testing.T) {
-	if runtime.GOOS == "windows" {
-		t.Skip("symbolic links need privileges on Windows")
-	}
+	linktest.SkipWithout(t)
 	fx := loadShardedFixture(t)
 	cache := t.TempDir()
 	_, snapshot := hubSnapshot(t, writeFixture(t, fx), cache)

@@ -285,7 +285,10 @@ func (w *Writer) WriteTensor(name string, r io.Reader) error {
 // does not use (see Create for the order, which keeps a complete
 // checkpoint in the folder at every instant). On failure before the new
 // checkpoint is in place, it removes the new files and leaves the old
-// checkpoint as it was. Close must not be called concurrently with
+// checkpoint as it was. On Windows, a file of the old checkpoint that a
+// process has open without sharing it for deletion, or mapped (as a
+// Reader maps it), cannot be replaced: the error then wraps
+// safetensors.ErrFileInUse. Close must not be called concurrently with
 // WriteTensor; a second call returns the result of the first.
 func (w *Writer) Close() error {
 	if w.closed {

@@ -666,6 +666,9 @@ func (w *Writer) spillTensor(t safetensors.TensorInfo, shard int) error {
 // Close writes what remains: the last batch as TailStrategy says, or the
 // last key-value shard; then the index, with TensorIndex, and the
 // manifest, each atomically. On failure everything written is removed.
+// On Windows, an index or manifest that a process has open without
+// sharing it for deletion, or mapped, cannot be replaced: the error then
+// wraps safetensors.ErrFileInUse.
 func (w *Writer) Close() error {
 	if err := w.check(); err != nil {
 		return err

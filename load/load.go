@@ -347,7 +347,7 @@ func openLoadFile(f safetensors.DataSection, noCache bool) (openedFile, error) {
 	// faults, and the page cache can be bypassed or dropped.
 	// If the path no longer leads to the file Open mapped, read the
 	// mapping.
-	file, err := regular.Open(os.OpenFile, f.Path)
+	file, err := regular.Open(regular.OpenFile, f.Path)
 	if err != nil {
 		return of, nil
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/internal/linktest"
 )
 
 func writeLinear(t *testing.T, path string) {
@@ -68,7 +69,10 @@ func TestModelFilesOrder(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(src, "other.safetensors.index.json"), []byte("{}"), 0o644))
 	blob := filepath.Join(t.TempDir(), "blob")
 	require.NoError(t, os.WriteFile(blob, []byte(`{"a": 1}`), 0o644))
-	require.NoError(t, os.Symlink(blob, filepath.Join(src, "tokenizer.json")))
+	if !linktest.Symlink(t, blob, filepath.Join(src, "tokenizer.json")) {
+		// The order is still tested, with a plain file.
+		require.NoError(t, os.WriteFile(filepath.Join(src, "tokenizer.json"), []byte(`{"a": 1}`), 0o644))
+	}
 	dst := filepath.Join(t.TempDir(), "out")
 	sum, err := WriteModel(t.Context(), src, dst, PerChannel)
 	require.NoError(t, err)

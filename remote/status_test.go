@@ -126,6 +126,10 @@ func TestStatusError(t *testing.T) {
 func TestStatusErrorBounded(t *testing.T) {
 	huge := strings.Repeat("Forbidden. ", 1<<20)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The client reads the bound and closes the connection, which
+		// fails this write at once on Linux; under Wine it can wait on the
+		// closed connection, and srv.Close with it, until a deadline.
+		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(2 * time.Second))
 		http.Error(w, huge, http.StatusForbidden)
 	}))
 	defer srv.Close()

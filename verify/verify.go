@@ -485,7 +485,7 @@ func snapshotOf(dir string) string {
 	if !strings.HasPrefix(filepath.Base(filepath.Clean(dir)), "models--") {
 		return dir
 	}
-	ref, err := regular.ReadFile(os.OpenFile, filepath.Join(dir, "refs", "main"))
+	ref, err := regular.ReadFile(regular.OpenFile, filepath.Join(dir, "refs", "main"))
 	rev := strings.TrimSpace(string(ref))
 	if err != nil || len(ref) > 256 || !filepath.IsLocal(rev) || strings.ContainsAny(rev, `/\`) || rev == "." {
 		return dir

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/safetensors-go/safetensors"
 	"github.com/safetensors-go/safetensors/checkpoint"
+	"github.com/safetensors-go/safetensors/internal/linktest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -279,7 +281,8 @@ func libraryDirs(t *testing.T) map[string]string {
 	))
 
 	// A Hugging Face cache: the model's cache folder, whose refs/main
-	// names the snapshot, whose files are links into blobs/.
+	// names the snapshot, whose files are links into blobs/; none where
+	// the platform makes no symbolic links.
 	cache := filepath.Join(t.TempDir(), "hub", "models--org--llama")
 	snapshot := filepath.Join(cache, "snapshots", "0123456789abcdef")
 	require.NoError(t, os.MkdirAll(filepath.Join(cache, "blobs"), 0o777))
@@ -291,7 +294,9 @@ func libraryDirs(t *testing.T) map[string]string {
 		data, err := os.ReadFile(filepath.Join(dirs["transformers"], name))
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(blob, data, 0o666))
-		require.NoError(t, os.Symlink(filepath.Join("..", "..", "blobs", filepath.Base(blob)), filepath.Join(snapshot, name)))
+		if !linktest.Symlink(t, filepath.Join("..", "..", "blobs", filepath.Base(blob)), filepath.Join(snapshot, name)) {
+			return dirs
+		}
 	}
 	dirs["hf-cache-snapshot"] = snapshot
 	dirs["hf-cache-model"] = cache
@@ -302,8 +307,20 @@ func libraryDirs(t *testing.T) map[string]string {
 func redact(s string, names map[string]string) string {
 	for path, name := range names {
 		s = strings.ReplaceAll(s, path, name)
+		// As a JSON string writes it, with Windows's \ as \\.
+		q, _ := json.Marshal(path)
+		s = strings.ReplaceAll(s, string(q[1:len(q)-1]), name)
 	}
 	return s
+}
+
+// inside returns the name of part inside the model name: a URL's path
+// below it, or a path in the folder, with the platform's separator.
+func inside(name, part string) string {
+	if strings.Contains(name, "://") {
+		return name + "/" + part
+	}
+	return filepath.Join(name, part)
 }
 
 // inputs returns the names by which the tests give the model in dir to
@@ -336,7 +353,7 @@ func TestPipeline(t *testing.T) {
 				p := ps.Parts[i]
 				require.NotNil(t, p.Part)
 				assert.Equal(t, part, *p.Part)
-				assert.Equal(t, name+"/"+part, p.Model)
+				assert.Equal(t, inside(name, part), p.Model)
 				for _, f := range p.Files {
 					assert.True(t, strings.HasPrefix(f.File, part+"/"), f.File)
 				}
@@ -388,7 +405,7 @@ func TestPipeline(t *testing.T) {
 
 			status, stderr = quantizeRefused(t, name)
 			assert.Equal(t, exitTrouble, status)
-			assert.Contains(t, stderr, ": a model of 3 parts (text_encoder, unet, vae): quantize one part's folder, such as "+name+"/text_encoder\n")
+			assert.Contains(t, stderr, ": a model of 3 parts (text_encoder, unet, vae): quantize one part's folder, such as "+inside(name, "text_encoder")+"\n")
 
 			out := filepath.Join(t.TempDir(), "sd-bf16")
 			status, stdout, stderr = runCmd("convert", "--dtype", "bf16", name, out)
@@ -617,7 +634,12 @@ func TestLibraryLayouts(t *testing.T) {
 		"hf-cache-model":       {"model.safetensors", 30},
 	}
 	dirs := libraryDirs(t)
-	require.Len(t, dirs, len(want))
+	for lib := range want {
+		if _, ok := dirs[lib]; !ok {
+			require.True(t, strings.HasPrefix(lib, "hf-cache-"), "no folder for %s", lib)
+			t.Logf("%s not tested: the Hugging Face cache's snapshots are symbolic links, which this platform did not make", lib)
+		}
+	}
 	for lib, dir := range dirs {
 		ins := inputs(t, dir)
 		if lib == "hf-cache-model" {
@@ -699,10 +721,14 @@ func TestStatsPieceByPiece(t *testing.T) {
 func TestNoModel(t *testing.T) {
 	empty := t.TempDir()
 	base, _ := serveDir(t, empty)
+	// The system's words for a missing file: "no such file or directory"
+	// on Unix, "The system cannot find the file specified." on Windows.
+	_, err := os.Stat(filepath.Join(empty, "missing"))
+	notExist := errors.Unwrap(err).Error()
 	for _, tc := range []struct{ name, want string }{
 		{empty, "no model found: no weights: none of model.safetensors"},
-		{filepath.Join(empty, "missing"), "no such file or directory"},
-		{filepath.Join(empty, "missing.safetensors"), "no such file or directory"},
+		{filepath.Join(empty, "missing"), notExist},
+		{filepath.Join(empty, "missing.safetensors"), notExist},
 		{base, "no model found: none of model.safetensors"},
 		{base + "/model.safetensors", "404 Not Found"},
 		{base + "/model.safetensors.index.json", "404 Not Found"},

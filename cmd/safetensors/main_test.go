@@ -41,16 +41,23 @@ func runCmd(args ...string) (int, string, string) {
 }
 
 // golden compares got with testdata/name, or rewrites it with -update.
-func golden(t *testing.T, name, got string) {
+// The golden files write paths with /: paths names those in the golden
+// file, which are compared as the platform writes them (with \ on
+// Windows).
+func golden(t *testing.T, name, got string, paths ...string) {
 	t.Helper()
 	path := filepath.Join("testdata", name)
 	if *update {
 		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
 		return
 	}
-	want, err := os.ReadFile(path)
+	data, err := os.ReadFile(path)
 	require.NoError(t, err)
-	assert.Equal(t, string(want), got, "output differs from %s; rerun with -update if the change is meant", path)
+	want := string(data)
+	for _, p := range paths {
+		want = strings.ReplaceAll(want, p, filepath.FromSlash(p))
+	}
+	assert.Equal(t, want, got, "output differs from %s; rerun with -update if the change is meant", path)
 }
 
 // tinyLlama builds the tensors of a small Llama-shaped model: 4 layers,
@@ -187,7 +194,7 @@ func TestInspectSharded(t *testing.T) {
 	index := filepath.Join(dir, "model.safetensors.index.json")
 	status, stdout, stderr := runCmd("inspect", index)
 	assert.Equal(t, exitOK, status, stderr)
-	golden(t, "inspect-sharded.golden", strings.ReplaceAll(stdout, dir, "DIR"))
+	golden(t, "inspect-sharded.golden", strings.ReplaceAll(stdout, dir, "DIR"), "DIR/model.safetensors.index.json")
 	assert.Contains(t, stdout, "39 tensors, 250432 parameters\n4 shards:")
 
 	status, stdout, _ = runCmd("inspect", "--json", dir)
@@ -344,7 +351,7 @@ func TestValidate(t *testing.T) {
 	invalid := filepath.Join(corpus, "invalid", "layout_hole_4.safetensors")
 	status, stdout, _ := runCmd("validate", tinyModel, invalid)
 	assert.Equal(t, exitFail, status)
-	golden(t, "validate.golden", stdout)
+	golden(t, "validate.golden", stdout, filepath.ToSlash(invalid))
 
 	status, stdout, _ = runCmd("validate", tinyModel)
 	assert.Equal(t, exitOK, status)

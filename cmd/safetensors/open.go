@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 
@@ -205,5 +204,5 @@ func invalid(err error) bool {
 // without blocking on a FIFO, as the library refuses one: with an error
 // wrapping safetensors.ErrNotRegular.
 func readRegular(path string) ([]byte, error) {
-	return regular.ReadFile(os.OpenFile, path)
+	return regular.ReadFile(regular.OpenFile, path)
 }

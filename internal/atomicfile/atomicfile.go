@@ -9,6 +9,11 @@
 // Convert, quant's WriteModel, the dataset's Parquet index), its files
 // written new and synced (WriteNew, CopyFile).
 //
+// On Windows, a rename does not replace a file that a process has open
+// without sharing it for deletion, or mapped: the error wraps ErrInUse.
+// The module's readers open files shared for deletion
+// (regular.OpenFile), so that only their mappings stand in the way.
+//
 // A File starts the writeback of its bytes as they are written, every
 // WritebackBytes (pagecache.StartWriteback), so that its final sync waits
 // only for the last of them: the device writes while the writer computes
@@ -72,7 +77,7 @@ func defaultHooks() Hooks {
 			}
 			return f, nil
 		},
-		Rename:    os.Rename,
+		Rename:    rename,
 		Link:      os.Link,
 		Remove:    os.Remove,
 		SyncDir:   syncDir,
@@ -110,6 +115,37 @@ func SetHooks(h Hooks) (restore func()) {
 		hooks.Writeback = h.Writeback
 	}
 	return func() { hooks = saved }
+}
+
+// ErrInUse is what a replacement that Windows refuses wraps: the file to
+// replace is open in a process that does not share it for deletion, or
+// mapped (by a Reader of this module, say, in this process or another),
+// which Windows does not let a rename replace. Unix replaces such a file,
+// the process keeping the old one. Close the readers of the file, or
+// write to another name. The core package exports it as
+// safetensors.ErrFileInUse.
+var ErrInUse = errors.New("safetensors: the file is in use")
+
+// inUseError is a refused replacement: ErrInUse, and the system's error.
+type inUseError struct{ err error }
+
+func (e *inUseError) Error() string {
+	return ErrInUse.Error() + ": a process has it open or mapped, and Windows replaces no such file (" + e.err.Error() + ")"
+}
+
+func (e *inUseError) Unwrap() []error { return []error{ErrInUse, e.err} }
+
+// rename is os.Rename, whose refusal to replace a file in use (on
+// Windows) wraps ErrInUse.
+func rename(from, to string) error {
+	err := os.Rename(from, to)
+	var le *os.LinkError
+	if err != nil && errors.As(err, &le) && inUse(le.Err) {
+		if _, serr := os.Stat(to); serr == nil {
+			le.Err = &inUseError{err: le.Err}
+		}
+	}
+	return err
 }
 
 // Rename renames from to to, through the hooks.
@@ -462,7 +498,7 @@ func WriteNew(path string, data []byte) error {
 // refused (an error wrapping regular.ErrNotRegular), without waiting for a
 // FIFO's writer. The copy gets mode 0666 less the umask.
 func CopyFile(src, dst string) error {
-	in, err := regular.Open(os.OpenFile, src)
+	in, err := regular.Open(regular.OpenFile, src)
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,7 @@ func TestOpen(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "f")
 	require.NoError(t, os.WriteFile(path, []byte("abc"), 0o644))
-	f, err := Open(os.OpenFile, path)
+	f, err := Open(OpenFile, path)
 	require.NoError(t, err)
 	b := make([]byte, 4)
 	n, _ := f.Read(b)
@@ -92,4 +92,30 @@ func TestReadFile(t *testing.T) {
 	require.True(t, errors.As(err, &nr), "%v", err)
 	assert.True(t, nr.Mode.IsDir())
 	assertRefusal(t, err, dir)
+}
+
+// TestOpenFileShared: a file that OpenFile opened for reading can be
+// renamed and removed while it is open, on every platform (on Windows, as
+// it is shared for deletion), and what was opened reads on; a directory
+// opens, for Open to refuse it as not regular.
+func TestOpenFileShared(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f")
+	require.NoError(t, os.WriteFile(path, []byte("abc"), 0o644))
+	f, err := Open(OpenFile, path)
+	require.NoError(t, err)
+	defer f.Close()
+	moved := filepath.Join(dir, "g")
+	require.NoError(t, os.Rename(path, moved), "renaming a file open for reading")
+	require.NoError(t, os.Remove(moved), "removing a file open for reading")
+	b := make([]byte, 4)
+	n, err := f.ReadAt(b, 0)
+	assert.Equal(t, "abc", string(b[:n]), "%v", err)
+
+	_, err = Open(OpenFile, dir)
+	assert.ErrorIs(t, err, ErrNotRegular)
+	_, err = Open(OpenFile, filepath.Join(dir, "missing"))
+	assert.ErrorIs(t, err, os.ErrNotExist)
+	_, err = OpenFile("", os.O_RDONLY, 0)
+	assert.ErrorIs(t, err, os.ErrNotExist)
 }
