@@ -160,18 +160,8 @@ func readRunsAt(ctx context.Context, ra io.ReaderAt, base int64, p *slicePlan, d
 				j += m
 			}
 		}
-		i := len(pos) - 1
-		for ; i >= 0; i-- {
-			o := sweeps[i]
-			pos[i]++
-			off += o.stride
-			if pos[i] < o.count {
-				break
-			}
-			off -= pos[i] * o.stride
-			pos[i] = 0
-		}
-		if i < 0 {
+		var more bool
+		if off, more = turn(sweeps, pos, off); !more {
 			return nil
 		}
 	}

@@ -439,22 +439,28 @@ func (p *slicePlan) runOffsets(yield func(off uint64) bool) {
 		if !yield(off) {
 			return
 		}
-		// The odometer: the last span turns fastest.
-		i := len(pos) - 1
-		for ; i >= 0; i-- {
-			o := p.outer[i]
-			pos[i]++
-			off += o.stride
-			if pos[i] < o.count {
-				break
-			}
-			off -= pos[i] * o.stride
-			pos[i] = 0
-		}
-		if i < 0 {
+		var more bool
+		if off, more = turn(p.outer, pos, off); !more {
 			return
 		}
 	}
+}
+
+// turn moves pos, an odometer over spans whose last span turns fastest, on
+// by one, and returns the offset of the run it reaches from off, that of
+// the run it was at; false once it has gone round.
+func turn(spans []span, pos []uint64, off uint64) (uint64, bool) {
+	for i := len(pos) - 1; i >= 0; i-- {
+		o := spans[i]
+		pos[i]++
+		off += o.stride
+		if pos[i] < o.count {
+			return off, true
+		}
+		off -= pos[i] * o.stride
+		pos[i] = 0
+	}
+	return off, false
 }
 
 // DataLen returns the number of bytes the selection holds, as
