@@ -157,10 +157,10 @@ type converter struct {
 
 // convertSlot is the memory of one chunk under way.
 type convertSlot struct {
-	in   []byte    // the chunk's bytes, for a source read through ReadAt
-	f32  []float32 // the chunk decoded
-	bits []uint32  // a tile of the chunk encoded, for a dequantization that transposes
-	buf  []byte    // the chunk encoded
+	in       []byte    // the chunk's bytes, for a source read through ReadAt
+	f32      []float32 // the chunk decoded
+	gathered []byte    // an MXFP4 chunk's blocks and scales, gathered contiguous
+	buf      []byte    // the chunk encoded
 
 	scaleIn []byte    // a dequantized chunk's scales, for a source read through ReadAt
 	scales  []float32 // its scales decoded

@@ -284,9 +284,6 @@ func f8Table(d safetensors.DType) *[256]float32 {
 	return (*[256]float32)(vals)
 }
 
-// mxfp4Tile is how many input rows dequantMXFP4 transposes at a time.
-const mxfp4Tile = 32
-
 // mxfp4BF16 and mxfp4F32 are mxfp4Values encoded as encode encodes them:
 // the bits of each value in BF16 (rounded to nearest even, though every
 // one is exact) and in F32.
@@ -368,52 +365,72 @@ func (cv *converter) dequantMXFP4(m *convertSlot, c *dequantChunk, v, s safetens
 		tab, size = mxfp4F32(), 4
 	}
 	// Output row j = g*32+c holds, at r, nibble c of row r's block of
-	// group g. The transposition goes by tiles of mxfp4Tile input rows:
-	// each row's blocks, read in order, are decoded (to the output's
-	// bits, through the table) into the tile, laid out by output row;
-	// then each output row's piece of the tile is written at once. Row
-	// by row, or output row by output row, the writes or the reads would
-	// stride over the chunk at a power of two and miss the cache at each
-	// value.
+	// group g. The chunk's blocks and scales, a few bytes of each input
+	// row, are first gathered contiguous, each row's at once; then each
+	// pair of output rows (the two nibbles of a byte) is written in order
+	// from them, which the cache holds. Reading the input rows in place
+	// for each output row, or writing each input row's values across the
+	// output rows, strides over megabytes at a power of two and stalls on
+	// every value.
 	out := uint64(32) * width // output rows
 	n := rows * out
 	if uint64(cap(m.buf)) < n*size {
 		m.buf = make([]byte, n*size)
 	}
 	buf := m.buf[:n*size]
-	tile := min(rows, mxfp4Tile)
-	if uint64(cap(m.bits)) < out*tile {
-		m.bits = make([]uint32, out*tile)
+	line := 16 * width // the bytes of a row's blocks in the chunk
+	if uint64(cap(m.gathered)) < rows*(line+width) {
+		m.gathered = make([]byte, rows*(line+width))
 	}
-	tmp := m.bits[:out*tile]
-	for r0 := uint64(0); r0 < rows; r0 += tile {
-		r1 := min(r0+tile, rows)
-		for r := r0; r < r1; r++ {
-			at := r * groups // in the bytes read
-			for g := range width {
-				vals := &tab[st.Data[at+g]]
-				block := bt.Data[(at+g)*16 : (at+g)*16+16]
-				col := tmp[g*32*tile+r-r0:]
-				for k, x := range block {
-					col[uint64(2*k)*tile] = vals[x&0x0f]
-					col[uint64(2*k+1)*tile] = vals[x>>4]
-				}
-			}
-		}
-		for j := range out {
-			piece, o := tmp[j*tile:j*tile+r1-r0], (j*rows+r0)*size
+	blocks := m.gathered[:rows*line]
+	scales := m.gathered[rows*line : rows*(line+width)]
+	for r := range rows {
+		copy(blocks[r*line:(r+1)*line], bt.Data[r*groups*16:])
+		copy(scales[r*width:(r+1)*width], st.Data[r*groups:])
+	}
+	for g := range width {
+		for k := range uint64(16) {
+			lo := buf[((g*32+2*k)*rows)*size : ((g*32+2*k+1)*rows)*size]
+			hi := buf[((g*32+2*k+1)*rows)*size : ((g*32+2*k+2)*rows)*size]
 			if size == 2 {
-				for i, v := range piece {
-					binary.LittleEndian.PutUint16(buf[o+uint64(2*i):], uint16(v))
-				}
+				mxfp4Pair16(lo, hi, blocks[g*16+k:], scales[g:], line, width, tab)
 			} else {
-				for i, v := range piece {
-					binary.LittleEndian.PutUint32(buf[o+uint64(4*i):], v)
-				}
+				mxfp4Pair32(lo, hi, blocks[g*16+k:], scales[g:], line, width, tab)
 			}
 		}
 	}
 	return buf, rows * width * 16, nil
+}
+
+// mxfp4Pair16 writes the two output rows lo and hi, BF16, of the low and
+// high nibbles of the bytes blocks[r*line] with the scales
+// scales[r*width], through tab: a loop of its own, so that what it keeps
+// fits in registers (not inlined, which would spill them).
+//
+//go:noinline
+func mxfp4Pair16(lo, hi, blocks, scales []byte, line, width uint64, tab *[256][16]uint32) {
+	hi = hi[:len(lo)]
+	var at, sat uint64
+	for r := 0; r+1 < len(lo); r += 2 {
+		x, vals := blocks[at], &tab[scales[sat]]
+		binary.LittleEndian.PutUint16(lo[r:], uint16(vals[x&0x0f]))
+		binary.LittleEndian.PutUint16(hi[r:], uint16(vals[x>>4]))
+		at, sat = at+line, sat+width
+	}
+}
+
+// mxfp4Pair32 is mxfp4Pair16 for F32 rows.
+//
+//go:noinline
+func mxfp4Pair32(lo, hi, blocks, scales []byte, line, width uint64, tab *[256][16]uint32) {
+	hi = hi[:len(lo)]
+	var at, sat uint64
+	for r := 0; r+3 < len(lo); r += 4 {
+		x, vals := blocks[at], &tab[scales[sat]]
+		binary.LittleEndian.PutUint32(lo[r:], vals[x&0x0f])
+		binary.LittleEndian.PutUint32(hi[r:], vals[x>>4])
+		at, sat = at+line, sat+width
+	}
 }
 
 // dequantizedConfig returns config.json's data without its
