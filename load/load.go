@@ -231,6 +231,12 @@ type openedFile struct {
 // its copy.
 const sequentialChunk = 1 << 20
 
+// sequentialQueue is how many pieces of a file read in order may wait for
+// its goroutine: enough that the one scheduler, blocked on a file whose
+// queue is full, leaves the other files' goroutines pieces to read and
+// hash meanwhile (with 2, the files were hashed one at a time).
+const sequentialQueue = 32
+
 // tensorJob is a tensor being read.
 type tensorJob struct {
 	file    *openedFile
@@ -492,7 +498,7 @@ func (ld *load) schedule() {
 				// One goroutine reads the file in order and hashes each
 				// piece as soon as it is read, while the piece is in the
 				// processor's cache.
-				c.work = make(chan chunkJob, 2)
+				c.work = make(chan chunkJob, sequentialQueue)
 				ld.wg.Add(1)
 				go ld.worker(c.work)
 			}
