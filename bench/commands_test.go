@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/safetensors-go/safetensors"
 	"github.com/safetensors-go/safetensors/check"
@@ -213,29 +212,7 @@ type side struct {
 // round kept, and reports each side's GB/s over size bytes, "x", the first
 // side's speed over the last's, and "x-NAME", its speed over each other's.
 func raceSides(b *testing.B, size int64, sides ...side) {
-	best := make([]time.Duration, len(sides))
-	round := 0
-	b.SetBytes(size)
-	b.ReportAllocs()
-	for b.Loop() {
-		for k := range sides {
-			i := (k + round) % len(sides)
-			start := time.Now()
-			if err := sides[i].run(); err != nil {
-				b.Fatalf("%s: %v", sides[i].name, err)
-			}
-			if d := time.Since(start); best[i] == 0 || d < best[i] {
-				best[i] = d
-			}
-			if sides[i].clean != nil {
-				sides[i].clean()
-			}
-		}
-		round++
-	}
-	for i, s := range sides {
-		b.ReportMetric(float64(size)/best[i].Seconds()/1e9, s.name+"-GB/s")
-	}
+	best := raceBest(b, size, sides)
 	last := len(sides) - 1
 	b.ReportMetric(best[last].Seconds()/best[0].Seconds(), "x")
 	for i := 1; i < last; i++ {
