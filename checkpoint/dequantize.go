@@ -342,95 +342,54 @@ func (cv *converter) read(buf *[]byte, name string, lo, hi uint64) (safetensors.
 // value's E2M1 value times 2^(scale-127) as torch.ldexp gives it in
 // float32 (exact unless it overflows to ±Inf; 0 stays 0 whatever the
 // scale), the expert's [rows, groups*32] values transposed to
-// [groups*32, rows]. It reads the expert's bytes from the first row's
-// group c.r0 to the last row's group c.r1-1: a slice of a mapped file.
+// [groups*32, rows]. It reads the chunk's groups of each row, and their
+// scales, a strided selection (Reader.ReadSlice): copied from a mapped
+// file into m.in, contiguous, which the kernel then reads in the cache;
+// read through ReadAt as ReadSlice reads a selection.
 func (cv *converter) dequantMXFP4(m *convertSlot, c *dequantChunk, v, s safetensors.TensorInfo, to safetensors.DType) ([]byte, uint64, error) {
-	rows, groups := v.Shape[1], v.Shape[2]
-	if rows == 0 || c.r1 == c.r0 {
+	rows := v.Shape[1]
+	width := c.r1 - c.r0 // groups a row
+	if rows == 0 || width == 0 {
 		return nil, 0, nil
 	}
-	first := c.m*rows*groups + c.r0                  // the first scale read
-	last := c.m*rows*groups + (rows-1)*groups + c.r1 // past the last
-	bt, err := cv.read(&m.in, v.Name, first*16, last*16)
+	// rows*32 values a group fit a chunk (planDequantization), and a
+	// chunk's groups fit it but for the one group a chunk holds at least.
+	blocks, err := cv.readSlice(&m.in, v.Name, rows*width*16, safetensors.At(c.m), safetensors.All(), safetensors.Range(c.r0, c.r1), safetensors.All())
 	if err != nil {
 		return nil, 0, err
 	}
-	st, err := cv.read(&m.scaleIn, s.Name, first, last)
+	scales, err := cv.readSlice(&m.scaleIn, s.Name, rows*width, safetensors.At(c.m), safetensors.All(), safetensors.Range(c.r0, c.r1))
 	if err != nil {
 		return nil, 0, err
 	}
-	width := c.r1 - c.r0 // groups a row
-	tab, size := mxfp4BF16(), uint64(2)
+	size := uint64(2)
 	if to != safetensors.BF16 {
-		tab, size = mxfp4F32(), 4
+		size = 4
 	}
-	// Output row j = g*32+c holds, at r, nibble c of row r's block of
-	// group g. The chunk's blocks and scales, a few bytes of each input
-	// row, are first gathered contiguous, each row's at once; then each
-	// pair of output rows (the two nibbles of a byte) is written in order
-	// from them, which the cache holds. Reading the input rows in place
-	// for each output row, or writing each input row's values across the
-	// output rows, strides over megabytes at a power of two and stalls on
-	// every value.
-	out := uint64(32) * width // output rows
-	n := rows * out
+	n := rows * 32 * width // values
 	if uint64(cap(m.buf)) < n*size {
 		m.buf = make([]byte, n*size)
 	}
 	buf := m.buf[:n*size]
-	line := 16 * width // the bytes of a row's blocks in the chunk
-	if uint64(cap(m.gathered)) < rows*(line+width) {
-		m.gathered = make([]byte, rows*(line+width))
-	}
-	blocks := m.gathered[:rows*line]
-	scales := m.gathered[rows*line : rows*(line+width)]
-	for r := range rows {
-		copy(blocks[r*line:(r+1)*line], bt.Data[r*groups*16:])
-		copy(scales[r*width:(r+1)*width], st.Data[r*groups:])
-	}
-	for g := range width {
-		for k := range uint64(16) {
-			lo := buf[((g*32+2*k)*rows)*size : ((g*32+2*k+1)*rows)*size]
-			hi := buf[((g*32+2*k+1)*rows)*size : ((g*32+2*k+2)*rows)*size]
-			if size == 2 {
-				mxfp4Pair16(lo, hi, blocks[g*16+k:], scales[g:], line, width, tab)
-			} else {
-				mxfp4Pair32(lo, hi, blocks[g*16+k:], scales[g:], line, width, tab)
-			}
-		}
-	}
+	mxfp4Expert(buf, int(size), int(rows), int(width), blocks, int(width*16), scales, int(width))
 	return buf, rows * width * 16, nil
 }
 
-// mxfp4Pair16 writes the two output rows lo and hi, BF16, of the low and
-// high nibbles of the bytes blocks[r*line] with the scales
-// scales[r*width], through tab: a loop of its own, so that what it keeps
-// fits in registers (not inlined, which would spill them).
-//
-//go:noinline
-func mxfp4Pair16(lo, hi, blocks, scales []byte, line, width uint64, tab *[256][16]uint32) {
-	hi = hi[:len(lo)]
-	var at, sat uint64
-	for r := 0; r+1 < len(lo); r += 2 {
-		x, vals := blocks[at], &tab[scales[sat]]
-		binary.LittleEndian.PutUint16(lo[r:], uint16(vals[x&0x0f]))
-		binary.LittleEndian.PutUint16(hi[r:], uint16(vals[x>>4]))
-		at, sat = at+line, sat+width
+// readSlice reads the selection sels of the named tensor, of size bytes,
+// into *buf (grown to size), through its file's Reader.ReadSlice.
+func (cv *converter) readSlice(buf *[]byte, name string, size uint64, sels ...safetensors.Selector) ([]byte, error) {
+	l, ok := cv.ck.find(name)
+	if !ok {
+		return nil, cv.ck.notFound(name)
 	}
-}
-
-// mxfp4Pair32 is mxfp4Pair16 for F32 rows.
-//
-//go:noinline
-func mxfp4Pair32(lo, hi, blocks, scales []byte, line, width uint64, tab *[256][16]uint32) {
-	hi = hi[:len(lo)]
-	var at, sat uint64
-	for r := 0; r+3 < len(lo); r += 4 {
-		x, vals := blocks[at], &tab[scales[sat]]
-		binary.LittleEndian.PutUint32(lo[r:], vals[x&0x0f])
-		binary.LittleEndian.PutUint32(hi[r:], vals[x>>4])
-		at, sat = at+line, sat+width
+	if uint64(cap(*buf)) < size {
+		*buf = make([]byte, size)
 	}
+	n, err := cv.ck.files[l.file].r.ReadSlice(cv.ctx, l.name, (*buf)[:size], sels...)
+	if err != nil {
+		return nil, cv.ck.fileError(l.file, err)
+	}
+	return (*buf)[:n], nil
 }
 
 // dequantizedConfig returns config.json's data without its
