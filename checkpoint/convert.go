@@ -157,10 +157,10 @@ type converter struct {
 
 // convertSlot is the memory of one chunk under way.
 type convertSlot struct {
-	in       []byte    // the chunk's bytes, for a source read through ReadAt
-	f32      []float32 // the chunk decoded
-	gathered []byte    // an MXFP4 chunk's blocks and scales, gathered contiguous
-	buf      []byte    // the chunk encoded
+	in  []byte     // the chunk's bytes, for a source read through ReadAt (an MXFP4 chunk's, from any)
+	f32 []float32  // the chunk decoded
+	buf []byte     // the chunk encoded
+	fp8 *fp8Tables // an FP8 block's products
 
 	scaleIn []byte    // a dequantized chunk's scales, for a source read through ReadAt
 	scales  []float32 // its scales decoded

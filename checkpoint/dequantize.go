@@ -217,10 +217,13 @@ func (cv *converter) dequantize(m *convertSlot, c *dequantChunk, to safetensors.
 	if m.scales, err = st.AppendFloat32s(m.scales[:0]); err != nil {
 		return nil, 0, err
 	}
-	// The products, in float32, then encoded all at once (F32sToBF16Bytes
-	// rounds a chunk on vector units).
 	table := f8Values(v.DType)
 	n := (c.r1 - c.r0) * cols
+	if bo*bi >= fp8TableMin {
+		return fp8Blocks(m, vt.Data, c.r0, c.r1, cols, bo, bi, scols, m.scales, table, to), uint64(len(vt.Data)), nil
+	}
+	// Small blocks: the products, in float32, then encoded all at once
+	// (F32sToBF16Bytes rounds a chunk on vector units).
 	if uint64(cap(m.f32)) < n {
 		m.f32 = make([]float32, n)
 	}
@@ -240,6 +243,105 @@ func (cv *converter) dequantize(m *convertSlot, c *dequantChunk, to safetensors.
 		}
 	}
 	return encode(m, vals, to), uint64(len(vt.Data)), nil
+}
+
+// fp8TableMin is the size of the smallest FP8 block whose values
+// fp8Blocks looks up in a table of the block's 256 products.
+const fp8TableMin = 1024
+
+// fp8Blocks writes the rows [r0, r1) of an FP8 matrix of cols columns,
+// whose values (codes of the table) are data, dequantized in blocks of
+// bo x bi by scales (scols a row of blocks, the first that of row r0's
+// block), into m.buf in the dtype to, BF16 or F32: for each block, the
+// 256 codes times its scale, in float32, encoded as encode encodes them
+// (so that each value is what the product and its rounding give), then
+// each of the block's codes looked up.
+func fp8Blocks(m *convertSlot, data []byte, r0, r1, cols, bo, bi, scols uint64, scales []float32, table *[256]float32, to safetensors.DType) []byte {
+	size := uint64(2)
+	if to != safetensors.BF16 {
+		size = 4
+	}
+	n := (r1 - r0) * cols
+	if uint64(cap(m.buf)) < n*size {
+		m.buf = make([]byte, n*size)
+	}
+	out := m.buf[:n*size]
+	if m.fp8 == nil {
+		m.fp8 = new(fp8Tables)
+	}
+	prods, bits, lut16, lut32 := &m.fp8.prods, &m.fp8.bits, &m.fp8.lut16, &m.fp8.lut32
+	for i0 := r0; i0 < r1; {
+		i1 := min((i0/bo+1)*bo, r1) // the block's rows in the chunk
+		srow := scales[(i0/bo-r0/bo)*scols:]
+		for j := uint64(0); j < cols; j += bi {
+			sc := srow[j/bi]
+			e := min(j+bi, cols)
+			for b := range prods {
+				prods[b] = table[b] * sc
+			}
+			if size == 2 {
+				enc := safetensors.F32sToBF16Bytes(bits[:0], prods[:], safetensors.RoundNearestEven)
+				for b := range lut16 {
+					lut16[b] = binary.LittleEndian.Uint16(enc[2*b:])
+				}
+			} else {
+				for b, p := range prods {
+					lut32[b] = math.Float32bits(p)
+				}
+			}
+			for i := i0; i < i1; i++ {
+				at := (i - r0) * cols
+				if size == 2 {
+					fp8Lookup16(out[(at+j)*2:(at+e)*2], data[at+j:at+e], lut16)
+				} else {
+					fp8Lookup32(out[(at+j)*4:(at+e)*4], data[at+j:at+e], lut32)
+				}
+			}
+		}
+		i0 = i1
+	}
+	return out
+}
+
+// fp8Tables is the memory of fp8Blocks: a block's products, their BF16
+// encoding, and their bits.
+type fp8Tables struct {
+	prods [256]float32
+	bits  [512]byte
+	lut16 [256]uint16
+	lut32 [256]uint32
+}
+
+// fp8Lookup16 writes lut's entry for each byte of src to dst, 16 bits
+// each, little-endian.
+func fp8Lookup16(dst, src []byte, lut *[256]uint16) {
+	dst = dst[:2*len(src)]
+	i := 0
+	for ; i+8 <= len(src); i += 8 {
+		x := binary.LittleEndian.Uint64(src[i:])
+		lo := uint64(lut[byte(x)]) | uint64(lut[byte(x>>8)])<<16 | uint64(lut[byte(x>>16)])<<32 | uint64(lut[byte(x>>24)])<<48
+		hi := uint64(lut[byte(x>>32)]) | uint64(lut[byte(x>>40)])<<16 | uint64(lut[byte(x>>48)])<<32 | uint64(lut[byte(x>>56)])<<48
+		binary.LittleEndian.PutUint64(dst[2*i:], lo)
+		binary.LittleEndian.PutUint64(dst[2*i+8:], hi)
+	}
+	for ; i < len(src); i++ {
+		binary.LittleEndian.PutUint16(dst[2*i:], lut[src[i]])
+	}
+}
+
+// fp8Lookup32 is fp8Lookup16 for 32 bits.
+func fp8Lookup32(dst, src []byte, lut *[256]uint32) {
+	dst = dst[:4*len(src)]
+	i := 0
+	for ; i+8 <= len(src); i += 8 {
+		x := binary.LittleEndian.Uint64(src[i:])
+		for k := range 4 {
+			binary.LittleEndian.PutUint64(dst[4*i+8*k:], uint64(lut[byte(x>>(16*k))])|uint64(lut[byte(x>>(16*k+8))])<<32)
+		}
+	}
+	for ; i < len(src); i++ {
+		binary.LittleEndian.PutUint32(dst[4*i:], lut[src[i]])
+	}
 }
 
 // encode writes vals in the dtype to, BF16 or F32, into m.buf.

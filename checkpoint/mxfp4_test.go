@@ -3,9 +3,11 @@ package checkpoint
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 
+	"github.com/safetensors-go/safetensors"
 	"github.com/stretchr/testify/require"
 )
 
@@ -109,5 +111,49 @@ func BenchmarkMXFP4Kernel(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(rows*32*width), "ns/value")
 		})
+	}
+}
+
+// TestFP8Blocks compares fp8Blocks, a table of each block's 256
+// products, with each value's product rounded alone, for both F8 dtypes,
+// BF16 and F32, every code (NaNs and subnormals included) beside scales
+// whose products round, overflow to Inf, fall to subnormals, or are NaN
+// or Inf, in blocks cut by the chunk and the matrix's edges.
+func TestFP8Blocks(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	scales := []float32{1, 0.0123, 3.7e-3, 1e-40, 1.5e-45, 2e35, 3.4e38, float32(math.Inf(1)), float32(math.NaN()), -0.5, 0}
+	for _, d := range []safetensors.DType{safetensors.F8_E4M3, safetensors.F8_E5M2} {
+		table := f8Values(d)
+		for _, to := range []safetensors.DType{safetensors.BF16, safetensors.F32} {
+			const rows, cols, bo, bi = 100, 300, 32, 64 // blocks of 2048, partial at the edges
+			scols := uint64((cols + bi - 1) / bi)
+			data := make([]byte, rows*cols)
+			for i := range data {
+				data[i] = byte(i) // every code in every block
+				if i%7 == 0 {
+					data[i] = byte(rng.Uint32())
+				}
+			}
+			sc := make([]float32, (rows+bo-1)/bo*scols)
+			for i := range sc {
+				sc[i] = scales[i%len(scales)] * float32(1+rng.Float64()/8)
+			}
+			for _, r := range [][2]uint64{{0, rows}, {5, 70}, {64, 65}} {
+				var m convertSlot
+				got := fp8Blocks(&m, data[r[0]*cols:], r[0], r[1], cols, bo, bi, scols, sc[r[0]/bo*scols:], table, to)
+				var want []byte
+				for i := r[0]; i < r[1]; i++ {
+					for j := uint64(0); j < cols; j++ {
+						p := table[data[i*cols+j]] * sc[(i/bo)*scols+j/bi]
+						if to == safetensors.BF16 {
+							want = append(want, safetensors.F32sToBF16Bytes(nil, []float32{p}, safetensors.RoundNearestEven)...)
+						} else {
+							want = binary.LittleEndian.AppendUint32(want, math.Float32bits(p))
+						}
+					}
+				}
+				require.Equal(t, want, got, "%v to %v, rows %v", d, to, r)
+			}
+		}
 	}
 }
