@@ -48,6 +48,7 @@ type dequantPlan struct {
 	q       *Quantization
 	values  map[string]*QuantizedWeight // by the name of its values tensor
 	dropped map[string]bool             // the scales and the rest
+	stages  mxfp4Stages                 // MXFP4 experts read once for their chunks
 }
 
 // planDequantization returns the plan for the quantization q of c,
@@ -118,9 +119,10 @@ func slicesContains(c *Checkpoint, name string) bool {
 // [r0, r1) of its matrix m; for MXFP4, the rows of expert m that the
 // groups [r0, r1) of 32 values give once transposed.
 type dequantChunk struct {
-	w      *QuantizedWeight
-	m      uint64
-	r0, r1 uint64
+	w         *QuantizedWeight
+	m         uint64
+	r0, r1    uint64
+	perExpert uint64 // for MXFP4, the chunks of its expert
 }
 
 // maxDequantRow bounds the values of a row of a weight that Convert
@@ -140,9 +142,10 @@ func (p *dequantPlan) dequantChunks(c *Checkpoint, w *QuantizedWeight, v safeten
 		// Groups of 32 output rows, about convertChunk values at a time.
 		rows, groups := v.Shape[1], v.Shape[2]
 		step := max(1, dequantChunkValues/max(32*rows, 1))
+		per := (groups + step - 1) / step // step is at most dequantChunkValues
 		for e := range v.Shape[0] {
 			for g := uint64(0); g < groups; g += step {
-				out = append(out, convertChunkRef{s: v, dq: &dequantChunk{w: w, m: e, r0: g, r1: min(g+step, groups)}})
+				out = append(out, convertChunkRef{s: v, dq: &dequantChunk{w: w, m: e, r0: g, r1: min(g+step, groups), perExpert: per}})
 			}
 		}
 		return out
@@ -445,9 +448,10 @@ func (cv *converter) read(buf *[]byte, name string, lo, hi uint64) (safetensors.
 // float32 (exact unless it overflows to ±Inf; 0 stays 0 whatever the
 // scale), the expert's [rows, groups*32] values transposed to
 // [groups*32, rows]. It reads the chunk's groups of each row, and their
-// scales, a strided selection (Reader.ReadSlice): copied from a mapped
-// file into m.in, contiguous, which the kernel then reads in the cache;
-// read through ReadAt as ReadSlice reads a selection.
+// scales, a strided selection, into m.in, contiguous, which the kernel
+// then reads in the cache: from a mapped file, or an expert too large to
+// stage, through Reader.ReadSlice; through ReadAt, from the stage of its
+// expert, read once for its chunks (mxfp4Staged).
 func (cv *converter) dequantMXFP4(m *convertSlot, c *dequantChunk, v, s safetensors.TensorInfo, to safetensors.DType) ([]byte, uint64, error) {
 	rows := v.Shape[1]
 	width := c.r1 - c.r0 // groups a row
@@ -456,13 +460,33 @@ func (cv *converter) dequantMXFP4(m *convertSlot, c *dequantChunk, v, s safetens
 	}
 	// rows*32 values a group fit a chunk (planDequantization), and a
 	// chunk's groups fit it but for the one group a chunk holds at least.
-	blocks, err := cv.readSlice(&m.in, v.Name, rows*width*16, safetensors.At(c.m), safetensors.All(), safetensors.Range(c.r0, c.r1), safetensors.All())
+	g, err := cv.mxfp4Staged(c, v, s)
 	if err != nil {
 		return nil, 0, err
 	}
-	scales, err := cv.readSlice(&m.scaleIn, s.Name, rows*width, safetensors.At(c.m), safetensors.All(), safetensors.Range(c.r0, c.r1))
-	if err != nil {
-		return nil, 0, err
+	var blocks, scales []byte
+	if g != nil {
+		// The chunk's groups of each row, from its expert's stage.
+		defer cv.release(c, v, g)
+		groups := v.Shape[2]
+		if uint64(cap(m.in)) < rows*width*16 {
+			m.in = make([]byte, rows*width*16)
+		}
+		if uint64(cap(m.scaleIn)) < rows*width {
+			m.scaleIn = make([]byte, rows*width)
+		}
+		blocks, scales = m.in[:rows*width*16], m.scaleIn[:rows*width]
+		for r := range rows {
+			copy(blocks[r*width*16:(r+1)*width*16], g.blocks[(r*groups+c.r0)*16:])
+			copy(scales[r*width:(r+1)*width], g.scales[r*groups+c.r0:])
+		}
+	} else {
+		if blocks, err = cv.readSlice(&m.in, v.Name, rows*width*16, safetensors.At(c.m), safetensors.All(), safetensors.Range(c.r0, c.r1), safetensors.All()); err != nil {
+			return nil, 0, err
+		}
+		if scales, err = cv.readSlice(&m.scaleIn, s.Name, rows*width, safetensors.At(c.m), safetensors.All(), safetensors.Range(c.r0, c.r1)); err != nil {
+			return nil, 0, err
+		}
 	}
 	size := uint64(2)
 	if to != safetensors.BF16 {
