@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"strconv"
 	"testing"
 	"time"
@@ -141,7 +142,7 @@ func TestReadSliceAllocs(t *testing.T) {
 				reqs[i].Header["Range"] = ranges[i]
 				reqs[i].Header["If-Range"] = []string{rangeserver.ETag}
 			}
-			plain := testing.AllocsPerRun(50, func() {
+			plain := testing.AllocsPerRun(100, func() {
 				for i, req := range reqs {
 					var b [48]byte
 					ranges[i][0] = string(strconv.AppendInt(append(strconv.AppendInt(append(b[:0], "bytes="...), sent[i].First, 10), '-'), sent[i].Last, 10))
@@ -155,7 +156,7 @@ func TestReadSliceAllocs(t *testing.T) {
 					resp.Body.Close()
 				}
 			})
-			withRemote := testing.AllocsPerRun(50, func() {
+			withRemote := testing.AllocsPerRun(100, func() {
 				if _, err := r.ReadSlice(ctx.ctx, "w", dst, tc.sel...); err != nil {
 					t.Fatal(err)
 				}
@@ -164,4 +165,51 @@ func TestReadSliceAllocs(t *testing.T) {
 			assert.LessOrEqual(t, withRemote, plain+ctx.extra*float64(len(sent)), "%s, %s context", tc.name, ctx.name)
 		}
 	}
+}
+
+// roundTripFunc is an http.RoundTripper.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestRequestContext: the context and header of each request are the
+// caller's of that request, though requests, their contexts and headers
+// are reused from read to read: its values and deadline reach the
+// transport, and a cookie jar's cookies do not pile up.
+func TestRequestContext(t *testing.T) {
+	data := zooFile(t)
+	s := newRangeServer(t, data, func(n int64, w http.ResponseWriter, r *http.Request, resp *response) bool {
+		http.SetCookie(w, &http.Cookie{Name: "session", Value: "1"})
+		return false
+	})
+	type key struct{}
+	type seen struct {
+		value    any
+		deadline time.Time
+		cookie   []string
+	}
+	var got []seen
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	client := &http.Client{Jar: jar, Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		d, _ := r.Context().Deadline()
+		got = append(got, seen{r.Context().Value(key{}), d, r.Header["Cookie"]})
+		return s.Client().Transport.RoundTrip(r)
+	})}
+	f, err := OpenFile(context.Background(), client, s.URL)
+	require.NoError(t, err)
+	deadline := time.Now().Add(time.Hour)
+	one, cancel := context.WithDeadline(context.WithValue(context.Background(), key{}, "one"), deadline)
+	defer cancel()
+	two := context.WithValue(context.Background(), key{}, "two")
+	buf := make([]byte, 8)
+	for _, ctx := range []context.Context{one, two, one, two} {
+		_, err := f.ReadAtContext(ctx, buf, probeLen+100)
+		require.NoError(t, err)
+	}
+	want := []seen{{nil, time.Time{}, nil}} // the probe
+	for range 2 {
+		want = append(want, seen{"one", deadline, []string{"session=1"}}, seen{"two", time.Time{}, []string{"session=1"}})
+	}
+	assert.Equal(t, want, got)
 }
