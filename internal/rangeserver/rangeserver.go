@@ -1,9 +1,10 @@
 // Package rangeserver serves files over HTTP/1.1 on the loopback
-// interface, with range requests, allocating nothing per request: a test
-// or a benchmark that counts the allocations of an HTTP client against it
-// (testing.AllocsPerRun, allocs/op) counts the client's alone, where an
-// net/http server in the same process would add its own, several times
-// the client's.
+// interface, with range requests, allocating nothing of its own per
+// request (nor does Linux's network poller): a test or a benchmark that
+// counts the allocations of an HTTP client against it
+// (testing.AllocsPerRun, allocs/op) counts the client's alone, where a
+// net/http server in the same process would add its own, more than the
+// client's.
 //
 // It answers GET only: a file whole (200 OK), a single range "bytes=A-B"
 // or "bytes=A-" of it (206 Partial Content, with Content-Range; 416 Range
