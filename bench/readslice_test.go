@@ -23,6 +23,10 @@ import (
 // package, against a loopback server), with Reader.ReadSlice; and from a
 // checkpoint of two shards, on disk and over HTTP, with
 // Checkpoint.ReadSlice. allocs/op is the point: 0 from files on disk.
+// "elements" reads the first half of the elements with TensorElements
+// instead, which allocates one thing of its own, the Shape of the Tensor
+// it returns (and from a mapped Reader returns the mapping's bytes rather
+// than copy them).
 //
 // Over HTTP the server is internal/rangeserver, which allocates nothing, so
 // that allocs/op counts the client's alone: net/http's for each request,
@@ -110,17 +114,27 @@ func BenchmarkReadSlice(b *testing.B) {
 
 	type reader interface {
 		ReadSlice(ctx context.Context, name string, dst []byte, sel ...safetensors.Selector) (int, error)
+		TensorElements(ctx context.Context, name string, start, end uint64, buf []byte) (safetensors.Tensor, error)
 	}
 	dst := make([]byte, len(w.Data))
 	for _, sel := range []struct {
-		name string
-		idx  []safetensors.Selector
-	}{{"whole", nil}, {"columns", []safetensors.Selector{safetensors.All(), safetensors.Range(0, cols/2)}}} {
-		want, err := w.Slice(sel.idx...)
-		if err != nil {
-			b.Fatal(err)
+		name     string
+		idx      []safetensors.Selector
+		elements bool // TensorElements of the first half of the elements
+	}{
+		{"whole", nil, false},
+		{"columns", []safetensors.Selector{safetensors.All(), safetensors.Range(0, cols/2)}, false},
+		{"elements", nil, true},
+	} {
+		want := w.Data[:len(w.Data)/2]
+		if !sel.elements {
+			part, err := w.Slice(sel.idx...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			want = part.AppendTo(nil)
 		}
-		size := len(want.AppendTo(nil))
+		size := len(want)
 		var gets []rangeserver.Request // those of Reader.ReadSlice over HTTP
 		for _, rd := range []struct {
 			name string
@@ -135,14 +149,23 @@ func BenchmarkReadSlice(b *testing.B) {
 			{"checkpoint", ckpt, ctx, false},
 			{"checkpoint-HTTP", ckptHTTP, ctx, true},
 		} {
+			got := dst
 			read := func() {
-				if _, err := rd.r.ReadSlice(rd.ctx, "w", dst, sel.idx...); err != nil {
+				var err error
+				if sel.elements {
+					var t safetensors.Tensor
+					t, err = rd.r.TensorElements(rd.ctx, "w", 0, rows*cols/2, dst)
+					got = t.Data // from a mapped Reader, the mapping
+				} else {
+					_, err = rd.r.ReadSlice(rd.ctx, "w", dst, sel.idx...)
+				}
+				if err != nil {
 					b.Fatal(err)
 				}
 			}
 			clear(dst)
 			sent := srv.Record(read)
-			if !bytes.Equal(dst[:size], want.AppendTo(nil)) {
+			if !bytes.Equal(got[:size], want) {
 				b.Fatalf("%s/%s: not the selection's bytes", sel.name, rd.name)
 			}
 			if rd.name == "HTTP" {
