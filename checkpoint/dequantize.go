@@ -34,6 +34,15 @@ import (
 //
 // Other methods (gptq, awq, bitsandbytes, compressed-tensors' other
 // formats) give an error wrapping ErrQuantized.
+//
+// Memory stays bounded as for any conversion: about a million values a
+// chunk, 2*GOMAXPROCS+2 chunks under way. An MXFP4 expert read through
+// ReadAt (a file too large to map, a model over HTTP) whose blocks take
+// several chunks is read once for them, not once per chunk: its blocks
+// and scales are held while its chunks are under way, at most 64 MiB of
+// blocks an expert (a larger one's chunks each read their own groups),
+// the experts of the chunks under way (two, but for more chunks under
+// way than an expert has), and four such buffers kept for the next.
 // Without it, Convert refuses a quantized model with an error wrapping
 // ErrQuantized that names the method. Convert takes it.
 func Dequantize() Option {
@@ -258,7 +267,8 @@ const fp8TableMin = 1024
 // block), into m.buf in the dtype to, BF16 or F32: for each block, the
 // 256 codes times its scale, in float32, encoded as encode encodes them
 // (so that each value is what the product and its rounding give), then
-// each of the block's codes looked up.
+// each of the block's codes looked up: eight at a time by AVX2 gathers
+// where they run (fp8LookupFast).
 func fp8Blocks(m *convertSlot, data []byte, r0, r1, cols, bo, bi, scols uint64, scales []float32, table *[256]float32, to safetensors.DType) []byte {
 	size := uint64(2)
 	if to != safetensors.BF16 {
@@ -286,6 +296,7 @@ func fp8Blocks(m *convertSlot, data []byte, r0, r1, cols, bo, bi, scols uint64, 
 				enc := safetensors.F32sToBF16Bytes(bits[:0], prods[:], safetensors.RoundNearestEven)
 				for b := range lut16 {
 					lut16[b] = binary.LittleEndian.Uint16(enc[2*b:])
+					lut32[b] = uint32(lut16[b]) // for fp8LookupFast
 				}
 			} else {
 				for b, p := range prods {
@@ -294,10 +305,12 @@ func fp8Blocks(m *convertSlot, data []byte, r0, r1, cols, bo, bi, scols uint64, 
 			}
 			for i := i0; i < i1; i++ {
 				at := (i - r0) * cols
+				src, dst := data[at+j:at+e], out[(at+j)*size:(at+e)*size]
+				k := uint64(fp8LookupFast(dst, src, lut32, int(size)))
 				if size == 2 {
-					fp8Lookup16(out[(at+j)*2:(at+e)*2], data[at+j:at+e], lut16)
+					fp8Lookup16(dst[k*2:], src[k:], lut16)
 				} else {
-					fp8Lookup32(out[(at+j)*4:(at+e)*4], data[at+j:at+e], lut32)
+					fp8Lookup32(dst[k*4:], src[k:], lut32)
 				}
 			}
 		}

@@ -8,13 +8,14 @@ import (
 	"golang.org/x/sys/cpu"
 )
 
-// The AVX2 kernel of mxfp4_amd64.s decodes the tiles of mxfp4Tile rows to
-// BF16 where the CPU and the operating system support AVX2 (the purego
-// build tag turns it off) and every scale of the tile gives normal,
-// finite values (mxfp4Safe); the pure-Go loops do the rest.
+// The AVX2 kernels of dequant_amd64.s run where the CPU and the operating
+// system support AVX2 (the purego build tag turns them off): MXFP4's
+// tiles of mxfp4Tile rows whose every scale gives normal, finite values
+// (in [mxfp4SafeMin, mxfp4SafeMax]), and FP8's lookups of a block's
+// products; the pure-Go loops do the rest.
 
-// useMXFP4AVX2 reports whether the AVX2 kernel is used.
-var useMXFP4AVX2 = cpu.X86.HasAVX2
+// useDequantAVX2 reports whether the AVX2 kernels are used.
+var useDequantAVX2 = cpu.X86.HasAVX2
 
 // mxfp4TileAVX2 writes the values of the 32 rows blocks+i*bstride (16
 // bytes each), of scales scales[i] (each in [mxfp4SafeMin,
@@ -31,7 +32,7 @@ func mxfp4TileAVX2(out *byte, line int, blocks *byte, bstride int, scales *[32]b
 // false where AVX2 is missing or a scale is outside [mxfp4SafeMin,
 // mxfp4SafeMax].
 func mxfp4TileFast(out []byte, size, line int, blocks []byte, bstride int, scales []byte, sstride int, scratch *[512]byte) bool {
-	if !useMXFP4AVX2 {
+	if !useDequantAVX2 {
 		return false
 	}
 	var s [32]byte
@@ -48,4 +49,24 @@ func mxfp4TileFast(out []byte, size, line int, blocks []byte, bstride int, scale
 	_ = out[31*line+32*size-1]
 	mxfp4TileAVX2(unsafe.SliceData(out), line, unsafe.SliceData(blocks), bstride, &s, scratch, mxfp4LUT(), size == 4)
 	return true
+}
+
+// fp8LookupAVX2 writes lut[src[i]] for each of the n bytes of src (a
+// multiple of 16) to dst: the entries' low 16 bits, little-endian, or
+// with f32 all 32.
+//
+//go:noescape
+func fp8LookupAVX2(dst *byte, src *byte, n int, lut *[256]uint32, f32 bool)
+
+// fp8LookupFast writes lut[b], size bytes (2 or 4), for the bytes b of
+// src's first multiple of 16 to dst, and returns how many it wrote: none
+// where AVX2 is missing.
+func fp8LookupFast(dst, src []byte, lut *[256]uint32, size int) int {
+	n := len(src) &^ 15
+	if !useDequantAVX2 || n == 0 {
+		return 0
+	}
+	_ = dst[n*size-1]
+	fp8LookupAVX2(unsafe.SliceData(dst), unsafe.SliceData(src), n, lut, size == 4)
+	return n
 }

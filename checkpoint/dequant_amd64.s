@@ -170,3 +170,50 @@ next:
 
 	VZEROUPPER
 	RET
+
+// func fp8LookupAVX2(dst *byte, src *byte, n int, lut *[256]uint32, f32 bool)
+//
+// Writes lut[src[i]] for the n bytes of src (a multiple of 16), as 16-bit
+// values (the entries' low halves) or, with f32, 32-bit ones: eight
+// entries gathered at a time.
+TEXT ·fp8LookupAVX2(SB), NOSPLIT, $0-33
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ lut+24(FP), R8
+	MOVBQZX f32+32(FP), R9
+	SHRQ $4, CX
+	JZ done
+	TESTQ R9, R9
+	JNZ wide32
+loop16:
+	VPMOVZXBD (SI), Y0
+	VPMOVZXBD 8(SI), Y1
+	VPCMPEQD Y4, Y4, Y4
+	VPCMPEQD Y5, Y5, Y5
+	VPGATHERDD Y4, (R8)(Y0*4), Y2
+	VPGATHERDD Y5, (R8)(Y1*4), Y3
+	VPACKUSDW Y3, Y2, Y2
+	VPERMQ $0xd8, Y2, Y2
+	VMOVDQU Y2, (DI)
+	ADDQ $16, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ loop16
+	JMP done
+wide32:
+	VPMOVZXBD (SI), Y0
+	VPMOVZXBD 8(SI), Y1
+	VPCMPEQD Y4, Y4, Y4
+	VPCMPEQD Y5, Y5, Y5
+	VPGATHERDD Y4, (R8)(Y0*4), Y2
+	VPGATHERDD Y5, (R8)(Y1*4), Y3
+	VMOVDQU Y2, (DI)
+	VMOVDQU Y3, 32(DI)
+	ADDQ $16, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ wide32
+done:
+	VZEROUPPER
+	RET

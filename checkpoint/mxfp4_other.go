@@ -1,9 +1,0 @@
-//go:build !amd64 || purego
-
-package checkpoint
-
-// mxfp4TileFast is the AVX2 kernel's entry (mxfp4_amd64.go), which
-// other architectures and the purego build tag do without.
-func mxfp4TileFast(out []byte, size, line int, blocks []byte, bstride int, scales []byte, sstride int, scratch *[512]byte) bool {
-	return false
-}
