@@ -6,17 +6,31 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 
 	"github.com/safetensors-go/safetensors"
 )
 
-// compressed-tensors' formats whose weights Convert dequantizes.
+// compressed-tensors' formats (its CompressionFormat), as config.json's
+// quantization_config and its config groups name them.
 const (
 	formatInt    = "int-quantized"        // I8 values
 	formatFloat  = "float-quantized"      // F8_E4M3 values
+	formatNaive  = "naive-quantized"      // I8 or F8_E4M3 values: int- and float-quantized's decompressor
 	formatPacked = "pack-quantized"       // integers of 1 to 8 bits packed in I32 words
-	formatNVFP4  = "nvfp4-pack-quantized" // two E2M1 values a byte
+	formatNVFP4  = "nvfp4-pack-quantized" // two E2M1 values a byte, F8_E4M3 scales over a global scale
+	formatMXFP4  = "mxfp4-pack-quantized" // two E2M1 values a byte, E8M0 scales a group of 32
+	formatMXFP6  = "mxfp6-pack-quantized" // four E2M3 values in three bytes, E8M0 scales a group of 32
+	formatMXFP8  = "mxfp8-quantized"      // F8_E4M3 values, E8M0 scales a group of 32
+	formatDense  = "dense"                // the weights stored as they are, beside their scales
+	formatMixed  = "mixed-precision"      // a format a config group
 )
+
+// dequantFormats are the compressed-tensors formats that Convert
+// dequantizes: every one whose decompressor compressed-tensors 0.20
+// registers. Its other formats (sparse-bitmask, sparse-24-bitmask,
+// marlin-24) have none: 0.20 neither compresses nor decompresses them.
+var dequantFormats = []string{formatInt, formatFloat, formatNaive, formatPacked, formatNVFP4, formatMXFP4, formatMXFP6, formatMXFP8, formatDense, formatMixed}
 
 // groupBits returns the num_bits of compressed-tensors' config groups'
 // weights, where they agree, or 0.
@@ -37,8 +51,10 @@ func groupBits(qc map[string]any) int {
 
 // recognizeCompressed lists compressed-tensors' weights: each module's
 // "weight_scale" beside its "weight_packed" or its I8 or F8_E4M3
-// "weight", with its "weight_zero_point", "weight_global_scale" and
-// "weight_shape" where it has them.
+// "weight" (a weight of another float dtype for the dense format), with
+// its "weight_zero_point", "weight_global_scale" and "weight_shape" where
+// it has them. Each weight's format is the one its tensors say (for
+// mixed-precision, a format a weight).
 func recognizeCompressed(q *Quantization, names []string, infos map[string]safetensors.TensorInfo) {
 	has := func(n string) bool { _, ok := infos[n]; return ok }
 	opt := func(n string) string {
@@ -57,21 +73,49 @@ func recognizeCompressed(q *Quantization, names []string, infos map[string]safet
 		}
 		w := QuantizedWeight{Name: m + ".weight", Scale: n, ZeroPoint: opt(m + ".weight_zero_point"),
 			GlobalScale: opt(m + ".weight_global_scale"), ShapeTensor: opt(m + ".weight_shape")}
+		s := infos[n]
 		switch {
 		case has(m + ".weight_packed"):
 			w.Values = m + ".weight_packed"
-			if p := infos[w.Values]; p.DType == safetensors.U8 { // NVFP4: two E2M1 values a byte
-				w.Bits = 4
-				if len(p.Shape) == 2 {
+			p := infos[w.Values]
+			if p.DType != safetensors.U8 {
+				w.format, w.Bits = formatPacked, q.numBits
+				break
+			}
+			// Two E2M1 values a byte (NVFP4, MXFP4), or four E2M3 values
+			// in three bytes (MXFP6), whose E8M0 scales are a group of 32:
+			// 24 bytes a scale, not 16.
+			w.format, w.Bits = formatNVFP4, 4
+			if s.DType == safetensors.U8 && w.GlobalScale == "" {
+				w.format = formatMXFP4
+				if q.Format == formatMXFP6 || q.Format != formatMXFP4 && len(p.Shape) == 2 && len(s.Shape) == 2 && p.Shape[1] == 24*s.Shape[1] {
+					w.format, w.Bits = formatMXFP6, 6
+				}
+			}
+			if len(p.Shape) == 2 {
+				if w.Bits == 6 {
+					w.Shape = []uint64{p.Shape[0], p.Shape[1] / 3 * 4}
+				} else {
 					w.Shape = []uint64{p.Shape[0], 2 * p.Shape[1]}
 				}
-			} else {
-				w.Bits = q.numBits
 			}
 		case has(m + ".weight"):
 			w.Values = m + ".weight"
 			v := infos[w.Values]
 			w.Shape, w.Bits = v.Shape, v.DType.Bits()
+			switch {
+			case v.DType == safetensors.F8_E4M3 && s.DType == safetensors.U8:
+				w.format = formatMXFP8
+			case v.DType == safetensors.I8:
+				w.format = formatInt
+			case v.DType == safetensors.F8_E4M3:
+				w.format = formatFloat
+			case v.DType.IsFloat() && (q.Format == formatDense || q.Format == formatMixed):
+				w.format = formatDense
+			}
+			if (w.format == formatInt || w.format == formatFloat) && q.Format == formatNaive {
+				w.format = formatNaive
+			}
 		default:
 			continue
 		}
@@ -158,6 +202,9 @@ func isInt(d safetensors.DType) bool {
 // w, whose Shape (nil where it is not read yet) and Bits are set.
 func checkCompressed(w *QuantizedWeight, infos map[string]safetensors.TensorInfo) error {
 	v, s := infos[w.Values], infos[w.Scale]
+	if w.format == formatDense {
+		return nil // a plain weight, which its scales leave as it is
+	}
 	if w.Shape == nil {
 		return nil // read later (ReadShapes)
 	}
@@ -180,20 +227,34 @@ func checkCompressed(w *QuantizedWeight, infos map[string]safetensors.TensorInfo
 		if want := []uint64{out, ceilDiv(in*uint64(w.Bits), 32)}; w.Bits < 1 || w.Bits > 8 || !slices.Equal(v.Shape, want) {
 			return fmt.Errorf("%s has shape %v, not [%d, ceil(%d*%d/32)] for %v values of %d bits", w.Values, v.Shape, out, in, w.Bits, w.Shape, w.Bits)
 		}
-	case v.DType == safetensors.U8:
+	case v.DType == safetensors.U8 && w.format == formatNVFP4:
 		if w.GlobalScale == "" {
 			return fmt.Errorf("%s is U8 (NVFP4) without its weight_global_scale", w.Values)
 		}
+	case v.DType == safetensors.U8 && w.format == formatMXFP6:
+		if v.Shape[1]%3 != 0 {
+			return fmt.Errorf("%s has shape %v: its rows are not of whole 3 bytes (four E2M3 values)", w.Values, v.Shape)
+		}
+	case v.DType == safetensors.U8 && w.format == formatMXFP4:
 	case v.DType != safetensors.I8 && v.DType != safetensors.F8_E4M3:
 		return fmt.Errorf("%s is %v, not I8, F8_E4M3, or I32 or U8 packed", w.Values, v.DType)
 	}
 	sd := s.DType
-	if sd != safetensors.F32 && sd != safetensors.BF16 && sd != safetensors.F16 && !(v.DType == safetensors.U8 && sd == safetensors.F8_E4M3) {
+	mx := w.format == formatMXFP4 || w.format == formatMXFP6 || w.format == formatMXFP8
+	switch {
+	case mx && sd != safetensors.U8:
+		return fmt.Errorf("its scale %s is %v, not U8 (E8M0, %s)", w.Scale, sd, w.format)
+	case mx:
+	case sd == safetensors.F8_E4M3 && w.format == formatNVFP4:
+	case sd != safetensors.F32 && sd != safetensors.BF16 && sd != safetensors.F16:
 		return fmt.Errorf("its scale %s is %v, not F32, BF16 or F16", w.Scale, sd)
 	}
 	k, err := scaleColumns(w.Shape, s.Shape)
 	if err != nil {
 		return fmt.Errorf("its scale %s: %w", w.Scale, err)
+	}
+	if mx && (k == 0 || in/k != 32) {
+		return fmt.Errorf("its scale %s has shape %v, not [%d, %d/32] (%s: one scale a group of 32)", w.Scale, s.Shape, out, in, w.format)
 	}
 	if w.GlobalScale != "" {
 		if g := infos[w.GlobalScale]; numElements(g.Shape) != 1 || !g.DType.IsFloat() || g.DType.Bits() < 16 {
@@ -206,12 +267,15 @@ func checkCompressed(w *QuantizedWeight, infos map[string]safetensors.TensorInfo
 		if k == 0 {
 			want = s.Shape
 		}
-		if v.DType == safetensors.I32 {
+		switch {
+		case mx || w.format == formatNVFP4:
+			return fmt.Errorf("it has zero points %s, which %s does not dequantize (symmetric only)", w.ZeroPoint, w.format)
+		case v.DType == safetensors.I32:
 			if z.DType != safetensors.I32 || k == 0 {
 				return fmt.Errorf("its zero points %s are %v %v, not I32 packed by column", w.ZeroPoint, z.DType, z.Shape)
 			}
 			want = []uint64{ceilDiv(out*uint64(w.Bits), 32), k}
-		} else if z.DType != safetensors.I8 && z.DType != safetensors.U8 {
+		case z.DType != safetensors.I8 && z.DType != safetensors.U8:
 			return fmt.Errorf("its zero points %s are %v, not I8", w.ZeroPoint, z.DType)
 		}
 		if !slices.Equal(z.Shape, want) {
@@ -241,20 +305,108 @@ func scaleColumns(w, s []uint64) (uint64, error) {
 // fp4Values are the 16 values of E2M1, by their code (8 is -0).
 var fp4Values = [16]float64{0, 0.5, 1, 1.5, 2, 3, 4, 6, math.Copysign(0, -1), -0.5, -1, -1.5, -2, -3, -4, -6}
 
-// rounder returns the rounding of a float32 to the dtype d, to nearest
-// even, as PyTorch rounds a result to it; nil for F32.
-func rounder(d safetensors.DType) func(float32) float32 {
+// fp6Values are the 64 values of E2M3, by their code: bit 5 the sign,
+// the magnitudes m/8, then (1+m/8)*2^e for e of 0 to 2, as
+// compressed-tensors' kE2M3ToFloat.
+var fp6Values = sync.OnceValue(func() *[64]float32 {
+	var t [64]float32
+	for c := range 32 {
+		m := float32(c%8) / 8
+		if c >= 8 {
+			m = (1 + m) * float32(int(1)<<(c/8-1))
+		}
+		t[c], t[c|32] = m, -m
+	}
+	return &t
+})
+
+// ctCodes returns the values of the codes of the weight w's values
+// tensor, of dtype d: 2^Bits integers less 2^(Bits-1) for packed I32
+// words, I8's 256, F8_E4M3's 256, E2M1's 16 or E2M3's 64.
+func ctCodes(w *QuantizedWeight, d safetensors.DType) []float32 {
+	switch {
+	case d == safetensors.I32:
+		t := make([]float32, 1<<w.Bits)
+		for i := range t {
+			t[i] = float32(i - 1<<(w.Bits-1))
+		}
+		return t
+	case d == safetensors.I8:
+		t := make([]float32, 256)
+		for i := range t {
+			t[i] = float32(int8(i))
+		}
+		return t
+	case d == safetensors.F8_E4M3:
+		return f8Values(d)[:]
+	case w.format == formatMXFP6:
+		return fp6Values()[:]
+	}
+	t := make([]float32, 16)
+	for i, v := range fp4Values {
+		t[i] = float32(v)
+	}
+	return t
+}
+
+// rounding returns the rounding of a float32 to the dtype d, to nearest
+// even, as PyTorch rounds a result to it, where it is BF16 or F16.
+func rounding(d safetensors.DType, x float32) float32 {
 	switch d {
 	case safetensors.BF16:
-		return func(x float32) float32 {
-			return safetensors.BF16ToF32(safetensors.F32ToBF16(x, safetensors.RoundNearestEven))
-		}
+		return safetensors.BF16ToF32(safetensors.F32ToBF16(x, safetensors.RoundNearestEven))
 	case safetensors.F16:
-		return func(x float32) float32 {
-			return safetensors.F16ToF32(safetensors.F32ToF16(x, safetensors.RoundNearestEven))
+		return safetensors.F16ToF32(safetensors.F32ToF16(x, safetensors.RoundNearestEven))
+	}
+	return x
+}
+
+// outBits returns the bits of x in the dtype to, BF16 (rounded to
+// nearest even) or F32.
+func outBits(x float32, to safetensors.DType) uint32 {
+	if to == safetensors.BF16 {
+		return uint32(safetensors.F32ToBF16(x, safetensors.RoundNearestEven))
+	}
+	return math.Float32bits(x)
+}
+
+// ctValue is a dequantized value as compressed-tensors 0.20's _dequantize
+// computes it, in the dtype w (BF16, F16 or F32) of the scale: the value q
+// less its zero point z (where hasZero), rounded to w, times its scale s,
+// rounded to w; for nvfp4 (s the scale over the global scale), q times s
+// in float32, rounded to BF16.
+func ctValue(q, s, z float32, hasZero, nvfp4 bool, w safetensors.DType) float32 {
+	if nvfp4 {
+		return rounding(safetensors.BF16, q*s)
+	}
+	if hasZero {
+		q = rounding(w, q-z)
+	}
+	return rounding(w, q*s)
+}
+
+// mxTables are the output bits of each code of an MX format times each
+// E8M0 scale, by format and output dtype: [256 scales][codes].
+var mxTables sync.Map // [2]any{format, dtype} -> []uint32
+
+// mxTable returns the bits in the dtype to of each code of codes times
+// each E8M0 scale 2^(e-127) (e of 255: +Inf), in BF16, as compressed-
+// tensors' decompress_mx_scale and _dequantize compute them: scale e's
+// values at [e*len(codes):].
+func mxTable(format string, codes []float32, to safetensors.DType) []uint32 {
+	key := [2]any{format, to}
+	if t, ok := mxTables.Load(key); ok {
+		return t.([]uint32)
+	}
+	t := make([]uint32, 256*len(codes))
+	for e := range 256 {
+		s := float32(math.Ldexp(1, e-127)) // 2^128 overflows to +Inf, as in BF16
+		for c, q := range codes {
+			t[e*len(codes)+c] = outBits(ctValue(q, s, 0, false, false, safetensors.BF16), to)
 		}
 	}
-	return nil
+	mxTables.Store(key, t)
+	return t
 }
 
 // dequantCompressed computes the rows [c.r0, c.r1) of a compressed-
@@ -262,10 +414,16 @@ func rounder(d safetensors.DType) func(float32) float32 {
 // dequantize): in the scale's dtype W, each value q converted to W, less
 // its zero point converted to W (rounded to W), times its scale (rounded
 // to W); for NVFP4, in float32, each E2M1 value times its F8_E4M3 scale
-// divided by the global scale, rounded to BF16. The result is then
-// converted to the dtype to.
+// divided by the global scale, rounded to BF16; for the MX formats, times
+// 2^(e-127) in BF16. The result is then converted to the dtype to. Each
+// group of values that share a scale is written through a table of the
+// output's bits for each code, made for its scale (for the MX formats and
+// NVFP4, whose scales have 256 values, one for all).
 func (cv *converter) dequantCompressed(m *convertSlot, c *dequantChunk, to safetensors.DType) ([]byte, uint64, error) {
 	w := c.w
+	if w.format == formatDense {
+		return cv.copyDense(m, c, to)
+	}
 	v, err := cv.ck.Info(w.Values)
 	if err != nil {
 		return nil, 0, err
@@ -275,17 +433,20 @@ func (cv *converter) dequantCompressed(m *convertSlot, c *dequantChunk, to safet
 		return nil, 0, err
 	}
 	in := w.Shape[1]
+	rows := c.r1 - c.r0
 	k, _ := scaleColumns(w.Shape, s.Shape) // checked by checkCompressed
-	// The values of the rows, as stored.
-	per := in // stored elements a row
-	if len(v.Shape) == 2 {
-		per = v.Shape[1]
-	}
+	// The values of the rows, as stored: per elements a row.
+	per := v.Shape[1]
 	vt, err := cv.read(&m.in, w.Values, c.r0*per, c.r1*per)
 	if err != nil {
 		return nil, 0, err
 	}
+	rowBytes := per * uint64(v.DType.Bits()/8)
+	if uint64(len(vt.Data)) != rows*rowBytes {
+		return nil, 0, fmt.Errorf("checkpoint: %s: %d bytes read, not %d", w.Values, len(vt.Data), rows*rowBytes)
+	}
 	// Their scales: k a row, or one.
+	kk := max(k, 1)
 	s0, s1 := c.r0*k, c.r1*k
 	if k == 0 {
 		s0, s1 = 0, 1
@@ -294,17 +455,37 @@ func (cv *converter) dequantCompressed(m *convertSlot, c *dequantChunk, to safet
 	if err != nil {
 		return nil, 0, err
 	}
+	group := in / kk // values a scale
+	size := uint64(to.Bits() / 8)
+	n := rows * in * size
+	if uint64(cap(m.buf)) < n {
+		m.buf = make([]byte, n)
+	}
+	out := m.buf[:n]
+	codes := ctCodes(w, v.DType)
+	kind := ctKindOf(w, v.DType)
+	mx := w.format == formatMXFP4 || w.format == formatMXFP6 || w.format == formatMXFP8
+	if mx { // a table for every scale
+		tab := mxTable(w.format, codes, to)
+		nc := uint64(len(codes))
+		for r := range rows {
+			src, dst := vt.Data[r*rowBytes:(r+1)*rowBytes], out[r*in*size:(r+1)*in*size]
+			sc := st.Data[r*kk : (r+1)*kk]
+			for g := range kk {
+				e := uint64(sc[g])
+				ctGroup(kind, w.Bits, dst, src, g*group, (g+1)*group, tab[e*nc:(e+1)*nc], size)
+			}
+		}
+		return out, uint64(len(vt.Data)), nil
+	}
 	if m.scales, err = st.AppendFloat32s(m.scales[:0]); err != nil {
 		return nil, 0, err
 	}
 	scales := m.scales
-	group := in // columns a scale
-	if k > 0 {
-		group = in / k
-	}
-	round := rounder(s.DType)
-	refRound := (func(float32) float32)(nil)
-	if v.DType == safetensors.U8 { // NVFP4: the scale over the global scale, in float32
+	wd := s.DType // the dtype of the arithmetic
+	nvfp4 := w.format == formatNVFP4
+	var global float32
+	if nvfp4 { // the scale over the global scale, in float32
 		gt, err := cv.ck.TensorElements(cv.ctx, w.GlobalScale, 0, 1, nil)
 		if err != nil {
 			return nil, 0, err
@@ -313,112 +494,231 @@ func (cv *converter) dequantCompressed(m *convertSlot, c *dequantChunk, to safet
 		if err != nil {
 			return nil, 0, err
 		}
-		for i := range scales {
-			scales[i] /= g[0]
-		}
-		round, refRound = nil, rounder(safetensors.BF16)
+		global = g[0]
 	}
-	// The zero points of the rows: for packed values, unpacked from the
-	// whole tensor, small, into m.zeros; otherwise k a row, as the scales.
-	var zeros []float32
-	if w.ZeroPoint != "" {
-		z, err := cv.ck.Info(w.ZeroPoint)
-		if err != nil {
-			return nil, 0, err
-		}
-		if v.DType == safetensors.I32 {
-			zt, err := cv.read(&m.zeroIn, w.ZeroPoint, 0, numElements(z.Shape))
-			if err != nil {
-				return nil, 0, err
-			}
-			zeros = m.zeros[:0]
-			words := z.Shape[0]
-			for r := c.r0; r < c.r1; r++ {
-				for j := range k {
-					// Column j of the words holds the zero points of
-					// the rows, w.Bits bits each.
-					zeros = append(zeros, float32(unpackBits(r, w.Bits, func(word uint64) uint32 {
-						return binary.LittleEndian.Uint32(zt.Data[4*(word*k+j):])
-					}, words)))
-				}
-			}
-		} else {
-			zt, err := cv.read(&m.zeroIn, w.ZeroPoint, s0, s1)
-			if err != nil {
-				return nil, 0, err
-			}
-			zeros = m.zeros[:0]
-			for _, b := range zt.Data {
-				zeros = append(zeros, float32(int8(b)))
+	zeros, err := cv.ctZeros(m, c, v.DType, k, s0, s1)
+	if err != nil {
+		return nil, 0, err
+	}
+	tab := make([]uint32, len(codes)) // a group's: 1 KiB at most, a chunk
+	var byCode []uint32               // NVFP4: a table for each of the 256 F8_E4M3 scales
+	if nvfp4 && s.DType == safetensors.F8_E4M3 {
+		byCode = make([]uint32, 256*16)
+		f8 := f8Values(safetensors.F8_E4M3)
+		for sc := range 256 {
+			for ci, q := range codes {
+				byCode[sc*16+ci] = outBits(ctValue(q, f8[sc]/global, 0, false, true, wd), to)
 			}
 		}
-		if round != nil {
-			for i, z := range zeros {
-				zeros[i] = round(z)
-			}
-		}
-		m.zeros = zeros
 	}
-	var f8 *[256]float32
-	if v.DType == safetensors.F8_E4M3 {
-		f8 = f8Values(v.DType)
-	}
-	n := (c.r1 - c.r0) * in
-	if uint64(cap(m.f32)) < n {
-		m.f32 = make([]float32, n)
-	}
-	vals := m.f32[:n]
-	for r := c.r0; r < c.r1; r++ {
-		row := vt.Data[(r-c.r0)*per*uint64(v.DType.Bits()/8):]
-		for j := range in {
-			var q float32
-			switch v.DType {
-			case safetensors.I8:
-				q = float32(int8(row[j]))
-			case safetensors.F8_E4M3:
-				q = f8[row[j]]
-			case safetensors.U8:
-				q = float32(fp4Values[row[j/2]>>(4*(j%2))&0x0f])
-			default: // I32 words, w.Bits bits a value
-				q = float32(unpackBits(j, w.Bits, func(word uint64) uint32 {
-					return binary.LittleEndian.Uint32(row[4*word:])
-				}, per))
-			}
-			si := (r - c.r0) * k
+	for r := range rows {
+		src, dst := vt.Data[r*rowBytes:(r+1)*rowBytes], out[r*in*size:(r+1)*in*size]
+		for g := range kk {
+			si := r*kk + g
 			if k == 0 {
 				si = 0
 			}
-			si += j / group
-			x := q
+			lo, hi := g*group, (g+1)*group
+			var z float32
 			if zeros != nil {
-				x -= zeros[si]
-				if round != nil {
-					x = round(x)
+				z = zeros[si]
+			}
+			switch {
+			case byCode != nil:
+				sc := uint64(st.Data[si])
+				ctGroup(kind, w.Bits, dst, src, lo, hi, byCode[sc*16:sc*16+16], size)
+				continue
+			case nvfp4:
+				scale := scales[si] / global
+				for ci, q := range codes {
+					tab[ci] = outBits(ctValue(q, scale, 0, false, true, wd), to)
+				}
+			case hi-lo < uint64(len(codes))/4:
+				// Groups smaller than their table: each value computed.
+				ctDirect(kind, w.Bits, dst, src, lo, hi, codes, scales[si], z, zeros != nil, wd, to, size)
+				continue
+			default:
+				for ci, q := range codes {
+					tab[ci] = outBits(ctValue(q, scales[si], z, zeros != nil, false, wd), to)
 				}
 			}
-			x *= scales[si]
-			if round != nil {
-				x = round(x)
-			}
-			if refRound != nil {
-				x = refRound(x)
-			}
-			vals[(r-c.r0)*in+j] = x
+			ctGroup(kind, w.Bits, dst, src, lo, hi, tab, size)
 		}
 	}
-	return encode(m, vals, to), uint64(len(vt.Data)), nil
+	return out, uint64(len(vt.Data)), nil
 }
 
-// unpackBits returns the value i of a stream of words (word(0), ...,
-// word(words-1), little-endian bits) holding values of bits bits, less
-// 1<<(bits-1), as compressed-tensors' unpack_from_int32 gives it.
-func unpackBits(i uint64, bits int, word func(uint64) uint32, words uint64) int {
-	at := i * uint64(bits)
-	w, off := at/32, at%32
-	x := uint64(word(w)) >> off
-	if off+uint64(bits) > 32 && w+1 < words {
-		x |= uint64(word(w+1)) << (32 - off)
+// ctZeros returns the zero points of the rows of the chunk c, converted
+// to the scale's dtype (exact: integers of 8 bits at most), k a row (one
+// for k of 0), or nil for a weight without them: unpacked from the whole
+// I32 tensor, small, for packed values (a column of words holds the
+// zero points of the rows, w.Bits bits each); read as I8 otherwise.
+func (cv *converter) ctZeros(m *convertSlot, c *dequantChunk, vd safetensors.DType, k, s0, s1 uint64) ([]float32, error) {
+	w := c.w
+	if w.ZeroPoint == "" {
+		return nil, nil
 	}
-	x &= 1<<bits - 1
-	return int(x) - 1<<(bits-1)
+	z, err := cv.ck.Info(w.ZeroPoint)
+	if err != nil {
+		return nil, err
+	}
+	zeros := m.zeros[:0]
+	if vd == safetensors.I32 {
+		zt, err := cv.read(&m.zeroIn, w.ZeroPoint, 0, numElements(z.Shape))
+		if err != nil {
+			return nil, err
+		}
+		words := z.Shape[0]
+		b := uint64(w.Bits)
+		for r := c.r0; r < c.r1; r++ {
+			at := r * b // the bit of row r in a column
+			wi, off := at/32, at%32
+			for j := range k {
+				x := uint64(binary.LittleEndian.Uint32(zt.Data[4*(wi*k+j):])) >> off
+				if off+b > 32 && wi+1 < words {
+					x |= uint64(binary.LittleEndian.Uint32(zt.Data[4*((wi+1)*k+j):])) << (32 - off)
+				}
+				zeros = append(zeros, float32(int(x&(1<<b-1))-1<<(b-1)))
+			}
+		}
+	} else {
+		zt, err := cv.read(&m.zeroIn, w.ZeroPoint, s0, s1)
+		if err != nil {
+			return nil, err
+		}
+		for _, b := range zt.Data {
+			zeros = append(zeros, float32(int8(b)))
+		}
+	}
+	m.zeros = zeros
+	return zeros, nil
+}
+
+// The ways a row of values is stored, which ctGroup reads.
+const (
+	ctBytes   = iota // a code a byte: I8, F8_E4M3, 8-bit integers packed
+	ctNibbles        // two codes a byte, the low nibble first: E2M1, 4-bit integers packed
+	ctSixes          // four 6-bit codes in three bytes, little-endian: E2M3
+	ctBits           // codes of w.Bits bits in a little-endian stream (I32 words)
+)
+
+// ctKindOf returns how the weight w's values, of dtype d, are stored.
+func ctKindOf(w *QuantizedWeight, d safetensors.DType) int {
+	switch {
+	case d == safetensors.I8 || d == safetensors.F8_E4M3 || d == safetensors.I32 && w.Bits == 8:
+		return ctBytes
+	case d == safetensors.U8 && w.format == formatMXFP6:
+		return ctSixes
+	case d == safetensors.U8 || d == safetensors.I32 && w.Bits == 4:
+		return ctNibbles
+	}
+	return ctBits
+}
+
+// ctCode returns the code of the value j of the row src stored as kind
+// says, of bits bits.
+func ctCode(kind, bits int, src []byte, j uint64) uint64 {
+	switch kind {
+	case ctBytes:
+		return uint64(src[j])
+	case ctNibbles:
+		return uint64(src[j/2]>>(4*(j%2))) & 0x0f
+	case ctSixes:
+		at := j / 4 * 3
+		word := uint64(src[at]) | uint64(src[at+1])<<8 | uint64(src[at+2])<<16
+		return word >> (6 * (j % 4)) & 0x3f
+	}
+	at := j * uint64(bits)
+	b, off := at/8, at%8
+	var x uint64
+	for i := uint64(0); i < 2 && b+i < uint64(len(src)); i++ { // 8 bits at most, across two bytes
+		x |= uint64(src[b+i]) << (8 * i)
+	}
+	return x >> off & (1<<bits - 1)
+}
+
+// ctGroup writes the values [lo, hi) of the row src, stored as kind
+// says, into dst (size bytes each, little-endian) through tab, the
+// output bits of each code.
+func ctGroup(kind, bits int, dst, src []byte, lo, hi uint64, tab []uint32, size uint64) {
+	d := dst[lo*size : hi*size]
+	switch {
+	case kind == ctBytes && size == 2 && len(tab) == 256:
+		t := (*[256]uint32)(tab)
+		for i, b := range src[lo:hi] {
+			binary.LittleEndian.PutUint16(d[2*i:], uint16(t[b]))
+		}
+	case kind == ctBytes && size == 4 && len(tab) == 256:
+		t := (*[256]uint32)(tab)
+		for i, b := range src[lo:hi] {
+			binary.LittleEndian.PutUint32(d[4*i:], t[b])
+		}
+	case kind == ctNibbles && lo%2 == 0 && hi%2 == 0 && size == 2:
+		t := (*[16]uint32)(tab)
+		for i, b := range src[lo/2 : hi/2] {
+			binary.LittleEndian.PutUint32(d[4*i:], t[b&0x0f]|t[b>>4]<<16)
+		}
+	case kind == ctNibbles && lo%2 == 0 && hi%2 == 0 && size == 4:
+		t := (*[16]uint32)(tab)
+		for i, b := range src[lo/2 : hi/2] {
+			binary.LittleEndian.PutUint64(d[8*i:], uint64(t[b&0x0f])|uint64(t[b>>4])<<32)
+		}
+	case kind == ctSixes && lo%4 == 0 && hi%4 == 0 && len(tab) == 64:
+		t := (*[64]uint32)(tab)
+		s := src[lo/4*3 : hi/4*3]
+		for i := 0; i+2 < len(s); i += 3 {
+			word := uint32(s[i]) | uint32(s[i+1])<<8 | uint32(s[i+2])<<16
+			a, b, c, e := t[word&0x3f], t[word>>6&0x3f], t[word>>12&0x3f], t[word>>18]
+			o := d[i/3*4*int(size):]
+			if size == 2 {
+				binary.LittleEndian.PutUint64(o, uint64(a)|uint64(b)<<16|uint64(c)<<32|uint64(e)<<48)
+			} else {
+				binary.LittleEndian.PutUint64(o, uint64(a)|uint64(b)<<32)
+				binary.LittleEndian.PutUint64(o[8:], uint64(c)|uint64(e)<<32)
+			}
+		}
+	default:
+		for j := lo; j < hi; j++ {
+			x := tab[ctCode(kind, bits, src, j)]
+			if size == 2 {
+				binary.LittleEndian.PutUint16(d[(j-lo)*2:], uint16(x))
+			} else {
+				binary.LittleEndian.PutUint32(d[(j-lo)*4:], x)
+			}
+		}
+	}
+}
+
+// ctDirect is ctGroup for a group too small for a table of its codes:
+// each value computed (ctValue) from codes, its scale s and zero point z.
+func ctDirect(kind, bits int, dst, src []byte, lo, hi uint64, codes []float32, s, z float32, hasZero bool, wd, to safetensors.DType, size uint64) {
+	for j := lo; j < hi; j++ {
+		x := outBits(ctValue(codes[ctCode(kind, bits, src, j)], s, z, hasZero, false, wd), to)
+		if size == 2 {
+			binary.LittleEndian.PutUint16(dst[j*2:], uint16(x))
+		} else {
+			binary.LittleEndian.PutUint32(dst[j*4:], x)
+		}
+	}
+}
+
+// copyDense converts the rows [c.r0, c.r1) of the matrix c.m of a
+// weight of the dense format, stored as it is: compressed-tensors'
+// dense decompressor leaves it so, and its scales are left out.
+func (cv *converter) copyDense(m *convertSlot, c *dequantChunk, to safetensors.DType) ([]byte, uint64, error) {
+	shape := c.w.Shape
+	if len(shape) < 2 {
+		shape = []uint64{1, numElements(shape)}
+	}
+	r := len(shape)
+	rows, cols := shape[r-2], shape[r-1]
+	base := c.m * rows * cols
+	t, err := cv.read(&m.in, c.w.Values, base+c.r0*cols, base+c.r1*cols)
+	if err != nil {
+		return nil, 0, err
+	}
+	if m.f32, err = t.AppendFloat32s(m.f32[:0]); err != nil {
+		return nil, 0, err
+	}
+	return encode(m, m.f32, to), uint64(len(t.Data)), nil
 }

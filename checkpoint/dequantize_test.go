@@ -23,7 +23,8 @@ func quantizedFixture(name string) string {
 }
 
 // quantizedDirs are the folders of testdata/quantized: one of each method.
-var quantizedDirs = []string{"fp8", "fp8-64", "mxfp4", "ct-int", "ct-float", "ct-w4", "ct-w4-asym", "ct-w8", "ct-nvfp4"}
+var quantizedDirs = []string{"fp8", "fp8-64", "mxfp4", "ct-int", "ct-float", "ct-w4", "ct-w4-asym", "ct-w8", "ct-nvfp4",
+	"ct-w3", "ct-naive", "ct-mxfp4", "ct-mxfp6", "ct-mxfp8", "ct-dense", "ct-mixed"}
 
 // assertSameTensors asserts that the file got holds the tensors of the
 // file want, bit for bit, and no others.
@@ -77,6 +78,13 @@ func TestQuantizationRecognised(t *testing.T) {
 		{"ct-w4-asym", MethodCompressedTensors, []uint64{1, 128}, 2, 8 * (4*(40*32+24*16) + 4*(40*2+24) + 4*(5*2+3) + 2*16) / float64(10240+3072)},
 		{"ct-w8", MethodCompressedTensors, nil, 2, 8 * (4*(37*14+24*32) + 2*(37+24) + 2*16) / float64(1961+3072)},
 		{"ct-nvfp4", MethodCompressedTensors, []uint64{1, 16}, 2, 8 * (40*128 + 24*24 + 40*16 + 24*3 + 2*4) / float64(10240+1152)},
+		{"ct-w3", MethodCompressedTensors, []uint64{1, 32}, 2, 8 * (4*(37*9+24*6) + 2*(37*3+24*2) + 4*(4*3+3*2) + 2*16) / float64(37*96+24*64)},
+		{"ct-naive", MethodCompressedTensors, []uint64{1, 32}, 2, 8 * (37*96 + 24*64 + 2*(37*3+24*2) + (37*3 + 24*2)) / float64(37*96+24*64)},
+		{"ct-mxfp4", MethodCompressedTensors, []uint64{1, 32}, 2, 4.25},
+		{"ct-mxfp6", MethodCompressedTensors, []uint64{1, 32}, 2, 6.25},
+		{"ct-mxfp8", MethodCompressedTensors, []uint64{1, 32}, 2, 8.25},
+		{"ct-dense", MethodCompressedTensors, nil, 2, 8 * (2*(1961+3072) + 2*(37+24) + (37 + 24)) / float64(1961+3072)},
+		{"ct-mixed", MethodCompressedTensors, nil, 3, 8 * (4*40*32 + 2*40*2 + 16 + 24*128 + 2*24 + 16*32 + 16*4 + 4) / float64(40*256+24*128+16*64)},
 	} {
 		t.Run(tc.dir, func(t *testing.T) {
 			c, err := Open(ctx, quantizedFixture(tc.dir))
@@ -93,6 +101,9 @@ func TestQuantizationRecognised(t *testing.T) {
 				assert.NoError(t, w.Err, w.Name)
 			}
 			assert.InDelta(t, tc.bits, q.BitsPerParameter(), 1e-9)
+			if tc.dir == "ct-dense" {
+				return // alone, a plain model (TestConvertDequantize)
+			}
 
 			// A lone file: the method and block size come from the tensors.
 			lone := filepath.Join(t.TempDir(), "model.safetensors")
@@ -187,6 +198,11 @@ func testConvertDequantize(t *testing.T) {
 				require.NoError(t, err)
 				assert.Nil(t, q, "the output is a plain model")
 
+				if dir == "ct-dense" {
+					// Alone, plain weights beside tensors of another
+					// name, which only its config.json says are scales.
+					return
+				}
 				// A lone file, whose block size is inferred.
 				lone := filepath.Join(t.TempDir(), "in.safetensors")
 				data, err := os.ReadFile(filepath.Join(src, "model.safetensors"))

@@ -105,6 +105,8 @@ type QuantizedWeight struct {
 	// Err is what is wrong with its tensors (a dtype, or a shape that
 	// does not match the weight's and the block size), or nil.
 	Err error
+
+	format string // compressed-tensors' format of the weight, from its tensors
 }
 
 // Tensors returns the names of the tensors that store the weight.
@@ -431,17 +433,21 @@ func groupFormat(qc map[string]any) string {
 }
 
 // groupSize returns the group size of compressed-tensors' weights, where
-// a config group has the group strategy, or 0.
+// the config groups that have one (the group strategy) agree, or 0.
 func groupSize(qc map[string]any) uint64 {
 	groups, _ := qc["config_groups"].(map[string]any)
+	size := uint64(0)
 	for _, g := range groups {
 		g, _ := g.(map[string]any)
 		w, _ := g["weights"].(map[string]any)
 		if n, ok := positiveInt(w["group_size"]); ok {
-			return n
+			if size != 0 && n != size {
+				return 0
+			}
+			size = n
 		}
 	}
-	return 0
+	return size
 }
 
 // cutAny returns s without the first of the suffixes it ends with.
