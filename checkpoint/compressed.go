@@ -466,16 +466,8 @@ func (cv *converter) dequantCompressed(m *convertSlot, c *dequantChunk, to safet
 	kind := ctKindOf(w, v.DType)
 	mx := w.format == formatMXFP4 || w.format == formatMXFP6 || w.format == formatMXFP8
 	if mx { // a table for every scale
-		tab := mxTable(w.format, codes, to)
-		nc := uint64(len(codes))
-		for r := range rows {
-			src, dst := vt.Data[r*rowBytes:(r+1)*rowBytes], out[r*in*size:(r+1)*in*size]
-			sc := st.Data[r*kk : (r+1)*kk]
-			for g := range kk {
-				e := uint64(sc[g])
-				ctGroup(kind, w.Bits, dst, src, g*group, (g+1)*group, tab[e*nc:(e+1)*nc], size)
-			}
-		}
+		tabs := mxTable(w.format, codes, to)
+		ctRows(kind, out, vt.Data, st.Data, rows, rowBytes, in, kk, group, tabs, uint64(len(codes)), size)
 		return out, uint64(len(vt.Data)), nil
 	}
 	if m.scales, err = st.AppendFloat32s(m.scales[:0]); err != nil {
@@ -500,17 +492,17 @@ func (cv *converter) dequantCompressed(m *convertSlot, c *dequantChunk, to safet
 	if err != nil {
 		return nil, 0, err
 	}
-	tab := make([]uint32, len(codes)) // a group's: 1 KiB at most, a chunk
-	var byCode []uint32               // NVFP4: a table for each of the 256 F8_E4M3 scales
 	if nvfp4 && s.DType == safetensors.F8_E4M3 {
-		byCode = make([]uint32, 256*16)
+		// A table for each of the 256 F8_E4M3 scales.
+		tabs := make([]uint32, 256*16)
 		f8 := f8Values(safetensors.F8_E4M3)
 		for sc := range 256 {
-			for ci, q := range codes {
-				byCode[sc*16+ci] = outBits(ctValue(q, f8[sc]/global, 0, false, true, wd), to)
-			}
+			ctTable(tabs[sc*16:(sc+1)*16], codes, f8[sc]/global, 0, false, true, wd, to)
 		}
+		ctRows(kind, out, vt.Data, st.Data, rows, rowBytes, in, kk, group, tabs, 16, size)
+		return out, uint64(len(vt.Data)), nil
 	}
+	tab := make([]uint32, len(codes)) // a group's: 1 KiB at most, a chunk
 	for r := range rows {
 		src, dst := vt.Data[r*rowBytes:(r+1)*rowBytes], out[r*in*size:(r+1)*in*size]
 		for g := range kk {
@@ -523,25 +515,16 @@ func (cv *converter) dequantCompressed(m *convertSlot, c *dequantChunk, to safet
 			if zeros != nil {
 				z = zeros[si]
 			}
-			switch {
-			case byCode != nil:
-				sc := uint64(st.Data[si])
-				ctGroup(kind, w.Bits, dst, src, lo, hi, byCode[sc*16:sc*16+16], size)
-				continue
-			case nvfp4:
-				scale := scales[si] / global
-				for ci, q := range codes {
-					tab[ci] = outBits(ctValue(q, scale, 0, false, true, wd), to)
-				}
-			case hi-lo < uint64(len(codes))/4:
-				// Groups smaller than their table: each value computed.
-				ctDirect(kind, w.Bits, dst, src, lo, hi, codes, scales[si], z, zeros != nil, wd, to, size)
-				continue
-			default:
-				for ci, q := range codes {
-					tab[ci] = outBits(ctValue(q, scales[si], z, zeros != nil, false, wd), to)
-				}
+			scale := scales[si]
+			if nvfp4 {
+				scale /= global
 			}
+			if hi-lo < uint64(len(codes))/4 {
+				// Groups smaller than their table: each value computed.
+				ctDirect(kind, w.Bits, dst, src, lo, hi, codes, scale, z, zeros != nil, nvfp4, wd, to, size)
+				continue
+			}
+			ctTable(tab, codes, scale, z, zeros != nil, nvfp4, wd, to)
 			ctGroup(kind, w.Bits, dst, src, lo, hi, tab, size)
 		}
 	}
@@ -643,40 +626,20 @@ func ctCode(kind, bits int, src []byte, j uint64) uint64 {
 func ctGroup(kind, bits int, dst, src []byte, lo, hi uint64, tab []uint32, size uint64) {
 	d := dst[lo*size : hi*size]
 	switch {
-	case kind == ctBytes && size == 2 && len(tab) == 256:
-		t := (*[256]uint32)(tab)
-		for i, b := range src[lo:hi] {
-			binary.LittleEndian.PutUint16(d[2*i:], uint16(t[b]))
+	case kind == ctBytes && len(tab) == 256:
+		if size == 2 {
+			bytes16(d, src[lo:hi], (*[256]uint32)(tab))
+		} else {
+			bytes32(d, src[lo:hi], (*[256]uint32)(tab))
 		}
-	case kind == ctBytes && size == 4 && len(tab) == 256:
-		t := (*[256]uint32)(tab)
-		for i, b := range src[lo:hi] {
-			binary.LittleEndian.PutUint32(d[4*i:], t[b])
-		}
-	case kind == ctNibbles && lo%2 == 0 && hi%2 == 0 && size == 2:
-		t := (*[16]uint32)(tab)
-		for i, b := range src[lo/2 : hi/2] {
-			binary.LittleEndian.PutUint32(d[4*i:], t[b&0x0f]|t[b>>4]<<16)
-		}
-	case kind == ctNibbles && lo%2 == 0 && hi%2 == 0 && size == 4:
-		t := (*[16]uint32)(tab)
-		for i, b := range src[lo/2 : hi/2] {
-			binary.LittleEndian.PutUint64(d[8*i:], uint64(t[b&0x0f])|uint64(t[b>>4])<<32)
+	case kind == ctNibbles && lo%2 == 0 && hi%2 == 0 && len(tab) == 16:
+		if size == 2 {
+			nibbles16(d, src[lo/2:hi/2], (*[16]uint32)(tab))
+		} else {
+			nibbles32(d, src[lo/2:hi/2], (*[16]uint32)(tab))
 		}
 	case kind == ctSixes && lo%4 == 0 && hi%4 == 0 && len(tab) == 64:
-		t := (*[64]uint32)(tab)
-		s := src[lo/4*3 : hi/4*3]
-		for i := 0; i+2 < len(s); i += 3 {
-			word := uint32(s[i]) | uint32(s[i+1])<<8 | uint32(s[i+2])<<16
-			a, b, c, e := t[word&0x3f], t[word>>6&0x3f], t[word>>12&0x3f], t[word>>18]
-			o := d[i/3*4*int(size):]
-			if size == 2 {
-				binary.LittleEndian.PutUint64(o, uint64(a)|uint64(b)<<16|uint64(c)<<32|uint64(e)<<48)
-			} else {
-				binary.LittleEndian.PutUint64(o, uint64(a)|uint64(b)<<32)
-				binary.LittleEndian.PutUint64(o[8:], uint64(c)|uint64(e)<<32)
-			}
-		}
+		sixes(d, src[lo/4*3:hi/4*3], (*[64]uint32)(tab), size)
 	default:
 		for j := lo; j < hi; j++ {
 			x := tab[ctCode(kind, bits, src, j)]
@@ -689,11 +652,165 @@ func ctGroup(kind, bits int, dst, src []byte, lo, hi uint64, tab []uint32, size 
 	}
 }
 
+// ctRows writes the rows of values src (rowBytes each), stored as kind
+// says, into dst (in values of size bytes a row), group values a scale,
+// the scale of group g of row r being the byte scales[r*k+g] (an E8M0
+// exponent, or an NVFP4 F8_E4M3 scale), through tabs[scale*codes:], the
+// output bits of each code for each scale: the MX formats' and NVFP4's
+// rows, whose groups are small, each group's table looked up as its
+// values are written.
+func ctRows(kind int, dst, src, scales []byte, rows, rowBytes, in, k, group uint64, tabs []uint32, codes, size uint64) {
+	for r := range rows {
+		row, out := src[r*rowBytes:(r+1)*rowBytes], dst[r*in*size:(r+1)*in*size]
+		sc := scales[r*k : (r+1)*k]
+		switch {
+		case kind == ctNibbles && codes == 16 && group%16 == 0:
+			gb := group / 2 // bytes a group
+			for g, e := range sc {
+				t := (*[16]uint32)(tabs[uint64(e)*16:])
+				s, d := row[uint64(g)*gb:(uint64(g)+1)*gb], out[uint64(g)*group*size:(uint64(g)+1)*group*size]
+				if size == 2 {
+					nibbles16(d, s, t)
+				} else {
+					nibbles32(d, s, t)
+				}
+			}
+		case kind == ctBytes && codes == 256:
+			for g, e := range sc {
+				t := (*[256]uint32)(tabs[uint64(e)*256:])
+				s, d := row[uint64(g)*group:(uint64(g)+1)*group], out[uint64(g)*group*size:(uint64(g)+1)*group*size]
+				if size == 2 {
+					bytes16(d, s, t)
+				} else {
+					bytes32(d, s, t)
+				}
+			}
+		default:
+			for g, e := range sc {
+				lo := uint64(g) * group
+				ctGroup(kind, 0, out, row, lo, lo+group, tabs[uint64(e)*codes:(uint64(e)+1)*codes], size)
+			}
+		}
+	}
+}
+
+// nibbles16 writes the BF16 bits t[c] of the codes c of src, two a
+// byte, the low nibble first, into dst: eight bytes at a time.
+func nibbles16(dst, src []byte, t *[16]uint32) {
+	dst = dst[:4*len(src)]
+	i := 0
+	for ; i+8 <= len(src); i += 8 {
+		x := binary.LittleEndian.Uint64(src[i:])
+		d := dst[4*i : 4*i+32]
+		binary.LittleEndian.PutUint64(d, uint64(t[x&15])|uint64(t[x>>4&15])<<16|uint64(t[x>>8&15])<<32|uint64(t[x>>12&15])<<48)
+		binary.LittleEndian.PutUint64(d[8:], uint64(t[x>>16&15])|uint64(t[x>>20&15])<<16|uint64(t[x>>24&15])<<32|uint64(t[x>>28&15])<<48)
+		binary.LittleEndian.PutUint64(d[16:], uint64(t[x>>32&15])|uint64(t[x>>36&15])<<16|uint64(t[x>>40&15])<<32|uint64(t[x>>44&15])<<48)
+		binary.LittleEndian.PutUint64(d[24:], uint64(t[x>>48&15])|uint64(t[x>>52&15])<<16|uint64(t[x>>56&15])<<32|uint64(t[x>>60])<<48)
+	}
+	for ; i < len(src); i++ {
+		b := src[i]
+		binary.LittleEndian.PutUint32(dst[4*i:], t[b&15]|t[b>>4]<<16)
+	}
+}
+
+// nibbles32 is nibbles16 for F32 bits.
+func nibbles32(dst, src []byte, t *[16]uint32) {
+	dst = dst[:8*len(src)]
+	i := 0
+	for ; i+4 <= len(src); i += 4 {
+		x := binary.LittleEndian.Uint32(src[i:])
+		d := dst[8*i : 8*i+32]
+		binary.LittleEndian.PutUint64(d, uint64(t[x&15])|uint64(t[x>>4&15])<<32)
+		binary.LittleEndian.PutUint64(d[8:], uint64(t[x>>8&15])|uint64(t[x>>12&15])<<32)
+		binary.LittleEndian.PutUint64(d[16:], uint64(t[x>>16&15])|uint64(t[x>>20&15])<<32)
+		binary.LittleEndian.PutUint64(d[24:], uint64(t[x>>24&15])|uint64(t[x>>28])<<32)
+	}
+	for ; i < len(src); i++ {
+		b := src[i]
+		binary.LittleEndian.PutUint64(dst[8*i:], uint64(t[b&15])|uint64(t[b>>4])<<32)
+	}
+}
+
+// bytes16 writes the BF16 bits t[c] of the codes c of src, a byte each,
+// into dst: eight at a time.
+func bytes16(dst, src []byte, t *[256]uint32) {
+	dst = dst[:2*len(src)]
+	i := 0
+	for ; i+8 <= len(src); i += 8 {
+		x := binary.LittleEndian.Uint64(src[i:])
+		d := dst[2*i : 2*i+16]
+		binary.LittleEndian.PutUint64(d, uint64(t[x&0xff])|uint64(t[x>>8&0xff])<<16|uint64(t[x>>16&0xff])<<32|uint64(t[x>>24&0xff])<<48)
+		binary.LittleEndian.PutUint64(d[8:], uint64(t[x>>32&0xff])|uint64(t[x>>40&0xff])<<16|uint64(t[x>>48&0xff])<<32|uint64(t[x>>56])<<48)
+	}
+	for ; i < len(src); i++ {
+		binary.LittleEndian.PutUint16(dst[2*i:], uint16(t[src[i]]))
+	}
+}
+
+// bytes32 is bytes16 for F32 bits.
+func bytes32(dst, src []byte, t *[256]uint32) {
+	dst = dst[:4*len(src)]
+	for i, b := range src {
+		binary.LittleEndian.PutUint32(dst[4*i:], t[b])
+	}
+}
+
+// sixes writes the bits t[c] (size bytes each) of the codes c of src,
+// four 6-bit codes in three bytes, little-endian, into dst.
+func sixes(dst, src []byte, t *[64]uint32, size uint64) {
+	for i := 0; i+2 < len(src); i += 3 {
+		word := uint32(src[i]) | uint32(src[i+1])<<8 | uint32(src[i+2])<<16
+		a, b, c, e := t[word&0x3f], t[word>>6&0x3f], t[word>>12&0x3f], t[word>>18&0x3f]
+		o := dst[uint64(i/3)*4*size:]
+		if size == 2 {
+			binary.LittleEndian.PutUint64(o, uint64(a)|uint64(b)<<16|uint64(c)<<32|uint64(e)<<48)
+		} else {
+			binary.LittleEndian.PutUint64(o, uint64(a)|uint64(b)<<32)
+			binary.LittleEndian.PutUint64(o[8:], uint64(c)|uint64(e)<<32)
+		}
+	}
+}
+
+// ctTable sets tab[c] to the output bits, in the dtype to, of each code's
+// value codes[c] less the zero point z (where hasZero) times the scale s,
+// in the dtype wd (ctValue); for nvfp4, in float32 rounded to BF16.
+func ctTable(tab []uint32, codes []float32, s, z float32, hasZero, nvfp4 bool, wd, to safetensors.DType) {
+	tab = tab[:len(codes)]
+	if wd == safetensors.BF16 || nvfp4 && !hasZero {
+		// Each result rounded to BF16: the output's bits or their upper
+		// half.
+		shift := 0
+		if to != safetensors.BF16 {
+			shift = 16
+		}
+		for i, q := range codes {
+			if hasZero {
+				q = math.Float32frombits(bf16Bits(q-z) << 16)
+			}
+			tab[i] = bf16Bits(q*s) << shift
+		}
+		return
+	}
+	for i, q := range codes {
+		tab[i] = outBits(ctValue(q, s, z, hasZero, nvfp4, wd), to)
+	}
+}
+
+// bf16Bits is the BF16 bits of x rounded to nearest even, as
+// safetensors.F32ToBF16 gives them.
+func bf16Bits(x float32) uint32 {
+	b := math.Float32bits(x)
+	if b&0x7fffffff > 0x7f800000 {
+		return b>>16 | 0x40
+	}
+	return (b + 0x7fff + (b>>16)&1) >> 16
+}
+
 // ctDirect is ctGroup for a group too small for a table of its codes:
 // each value computed (ctValue) from codes, its scale s and zero point z.
-func ctDirect(kind, bits int, dst, src []byte, lo, hi uint64, codes []float32, s, z float32, hasZero bool, wd, to safetensors.DType, size uint64) {
+func ctDirect(kind, bits int, dst, src []byte, lo, hi uint64, codes []float32, s, z float32, hasZero, nvfp4 bool, wd, to safetensors.DType, size uint64) {
 	for j := lo; j < hi; j++ {
-		x := outBits(ctValue(codes[ctCode(kind, bits, src, j)], s, z, hasZero, false, wd), to)
+		x := outBits(ctValue(codes[ctCode(kind, bits, src, j)], s, z, hasZero, nvfp4, wd), to)
 		if size == 2 {
 			binary.LittleEndian.PutUint16(dst[j*2:], uint16(x))
 		} else {
