@@ -86,7 +86,7 @@ func recognizeCompressed(q *Quantization, names []string, infos map[string]safet
 			// in three bytes (MXFP6), whose E8M0 scales are a group of 32:
 			// 24 bytes a scale, not 16.
 			w.format, w.Bits = formatNVFP4, 4
-			if s.DType == safetensors.U8 && w.GlobalScale == "" {
+			if s.DType == safetensors.U8 && w.GlobalScale == "" || q.Format == formatMXFP4 || q.Format == formatMXFP6 {
 				w.format = formatMXFP4
 				if q.Format == formatMXFP6 || q.Format != formatMXFP4 && len(p.Shape) == 2 && len(s.Shape) == 2 && p.Shape[1] == 24*s.Shape[1] {
 					w.format, w.Bits = formatMXFP6, 6

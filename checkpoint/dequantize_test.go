@@ -288,6 +288,7 @@ func TestDequantizeHostile(t *testing.T) {
 		return b
 	}
 	ct := `{"quantization_config": {"quant_method": "compressed-tensors", "format": "pack-quantized", "config_groups": {"g": {"weights": {"num_bits": 4, "group_size": 128}}}}}`
+	mx4 := `{"quantization_config": {"quant_method": "compressed-tensors", "format": "mxfp4-pack-quantized"}}`
 	for _, tc := range []struct {
 		name, config, want string
 		tensors            []safetensors.Tensor
@@ -317,6 +318,26 @@ func TestDequantizeHostile(t *testing.T) {
 		{"zero points of another shape", ct, "its zero points",
 			[]safetensors.Tensor{tensor("l.weight_packed", safetensors.I32, []uint64{64, 16}, nil), tensor("l.weight_scale", safetensors.BF16, []uint64{64, 1}, nil),
 				tensor("l.weight_zero_point", safetensors.I32, []uint64{64, 1}, nil), tensor("l.weight_shape", safetensors.I64, []uint64{2}, i64(64, 128))}},
+		{"mxfp4 scales of groups of 16", mx4, "not [4, 64/32]",
+			[]safetensors.Tensor{tensor("l.weight_packed", safetensors.U8, []uint64{4, 32}, nil), tensor("l.weight_scale", safetensors.U8, []uint64{4, 4}, nil)}},
+		{"mxfp4 scales of F32", mx4, "not U8 (E8M0",
+			[]safetensors.Tensor{tensor("l.weight_packed", safetensors.U8, []uint64{4, 32}, nil), tensor("l.weight_scale", safetensors.F32, []uint64{4, 2}, nil)}},
+		{"mxfp4 with zero points", mx4, "symmetric only",
+			[]safetensors.Tensor{tensor("l.weight_packed", safetensors.U8, []uint64{4, 32}, nil), tensor("l.weight_scale", safetensors.U8, []uint64{4, 2}, nil),
+				tensor("l.weight_zero_point", safetensors.U8, []uint64{4, 2}, nil)}},
+		{"mxfp6 rows of partial codes", `{"quantization_config": {"quant_method": "compressed-tensors", "format": "mxfp6-pack-quantized"}}`, "not of whole 3 bytes",
+			[]safetensors.Tensor{tensor("l.weight_packed", safetensors.U8, []uint64{4, 25}, nil), tensor("l.weight_scale", safetensors.U8, []uint64{4, 1}, nil)}},
+		{"packed shape of absurd columns", ct, "not [64, ceil(4294967295*4/32)]",
+			[]safetensors.Tensor{tensor("l.weight_packed", safetensors.I32, []uint64{64, 16}, nil), tensor("l.weight_scale", safetensors.BF16, []uint64{64, 1}, nil),
+				tensor("l.weight_shape", safetensors.I64, []uint64{2}, i64(64, 1<<32-1))}},
+		{"packed shape of absurd rows", ct, "not [4294967295, ceil(128*4/32)]",
+			[]safetensors.Tensor{tensor("l.weight_packed", safetensors.I32, []uint64{64, 16}, nil), tensor("l.weight_scale", safetensors.BF16, []uint64{64, 1}, nil),
+				tensor("l.weight_shape", safetensors.I64, []uint64{2}, i64(1<<32-1, 128))}},
+		{"a float weight in a quantized format", `{"quantization_config": {"quant_method": "compressed-tensors", "format": "int-quantized"}}`, "is BF16, not I8",
+			[]safetensors.Tensor{tensor("l.weight", safetensors.BF16, []uint64{4, 8}, nil), tensor("l.weight_scale", safetensors.BF16, []uint64{4, 1}, nil),
+				tensor("m.weight", safetensors.I8, []uint64{4, 8}, nil), tensor("m.weight_scale", safetensors.BF16, []uint64{4, 1}, nil)}},
+		{"a sparse format", `{"quantization_config": {"quant_method": "compressed-tensors", "format": "sparse-24-bitmask"}}`, "(compressed-tensors sparse-24-bitmask), which Convert does not dequantize",
+			[]safetensors.Tensor{tensor("l.weight", safetensors.I8, []uint64{4, 8}, nil), tensor("l.weight_scale", safetensors.BF16, []uint64{4, 1}, nil)}},
 		{"nvfp4 without its global scale", `{"quantization_config": {"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized"}}`, "without its weight_global_scale",
 			[]safetensors.Tensor{tensor("l.weight_packed", safetensors.U8, []uint64{4, 8}, nil), tensor("l.weight_scale", safetensors.F8_E4M3, []uint64{4, 1}, nil)}},
 	} {
@@ -328,6 +349,40 @@ func TestDequantizeHostile(t *testing.T) {
 			require.ErrorIs(t, err, ErrQuantized)
 			assert.Contains(t, err.Error(), tc.want)
 		})
+	}
+}
+
+// TestDequantizeEmptyCompressed: packed weights of no rows or no columns
+// are dequantized to empty weights of their shape, reading nothing.
+func TestDequantizeEmptyCompressed(t *testing.T) {
+	i64 := func(vs ...int64) []byte {
+		var b []byte
+		for _, v := range vs {
+			b = binary.LittleEndian.AppendUint64(b, uint64(v))
+		}
+		return b
+	}
+	ct := `{"quantization_config": {"quant_method": "compressed-tensors", "format": "pack-quantized", "config_groups": {"g": {"weights": {"num_bits": 4}}}}}`
+	for _, shape := range [][]uint64{{0, 128}, {64, 0}} {
+		dir := t.TempDir()
+		words := (shape[1]*4 + 31) / 32
+		ts := []safetensors.Tensor{
+			{Name: "l.weight_packed", DType: safetensors.I32, Shape: []uint64{shape[0], words}, Data: make([]byte, 4*shape[0]*words)},
+			{Name: "l.weight_scale", DType: safetensors.BF16, Shape: []uint64{shape[0], 1}, Data: make([]byte, 2*shape[0])},
+			{Name: "l.weight_shape", DType: safetensors.I64, Shape: []uint64{2}, Data: i64(int64(shape[0]), int64(shape[1]))},
+		}
+		require.NoError(t, safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), ts, nil))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "config.json"), []byte(ct), 0o666))
+		out := filepath.Join(t.TempDir(), "out")
+		_, err := Convert(context.Background(), dir, out, safetensors.BF16, Dequantize())
+		require.NoError(t, err, "%v", shape)
+		r, err := safetensors.Open(filepath.Join(out, "model.safetensors"))
+		require.NoError(t, err)
+		info, err := r.Info("l.weight")
+		require.NoError(t, err)
+		assert.Equal(t, shape, info.Shape)
+		assert.Equal(t, []string{"l.weight"}, r.Names())
+		require.NoError(t, r.Close())
 	}
 }
 
