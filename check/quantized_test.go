@@ -91,7 +91,7 @@ func TestQuantizedDefects(t *testing.T) {
 // dtypes; an MXFP4 scale of 0xff (E8M0's NaN) is an error.
 func TestQuantizedFixtures(t *testing.T) {
 	for _, dir := range []string{"fp8", "fp8-64", "mxfp4", "ct-int", "ct-float", "ct-w4", "ct-w4-asym", "ct-w8", "ct-nvfp4",
-		"ct-w3", "ct-naive", "ct-mxfp4", "ct-mxfp6", "ct-mxfp8", "ct-dense", "ct-mixed"} {
+		"ct-w3", "ct-naive", "ct-mxfp4", "ct-mxfp6", "ct-mxfp8", "ct-dense", "ct-mixed", "ct-fp8-block", "ct-int-block"} {
 		r, err := Model(t.Context(), filepath.Join("..", "testdata", "quantized", dir))
 		require.NoError(t, err)
 		for _, f := range r.Findings {

@@ -49,6 +49,37 @@ func groupBits(qc map[string]any) int {
 	return bits
 }
 
+// groupBlock returns the block_structure [rows, columns] of compressed-
+// tensors' config groups of the block strategy, where they agree, or nil.
+func groupBlock(qc map[string]any) []uint64 {
+	groups, _ := qc["config_groups"].(map[string]any)
+	var block []uint64
+	for _, g := range groups {
+		g, _ := g.(map[string]any)
+		w, _ := g["weights"].(map[string]any)
+		if st, _ := w["strategy"].(string); st != "block" {
+			continue
+		}
+		bs, _ := w["block_structure"].([]any)
+		if len(bs) != 2 {
+			return nil
+		}
+		var b []uint64
+		for _, v := range bs {
+			n, ok := positiveInt(v)
+			if !ok {
+				return nil
+			}
+			b = append(b, n)
+		}
+		if block != nil && !slices.Equal(block, b) {
+			return nil
+		}
+		block = b
+	}
+	return block
+}
+
 // recognizeCompressed lists compressed-tensors' weights: each module's
 // "weight_scale" beside its "weight_packed" or its I8 or F8_E4M3
 // "weight" (a weight of another float dtype for the dense format), with
@@ -116,13 +147,47 @@ func recognizeCompressed(q *Quantization, names []string, infos map[string]safet
 			if (w.format == formatInt || w.format == formatFloat) && q.Format == formatNaive {
 				w.format = formatNaive
 			}
+			if q.ctBlock != nil && w.format != formatMXFP8 && len(v.Shape) == 2 && len(s.Shape) == 2 {
+				if b := q.ctBlock; s.Shape[0] == ceilDiv(v.Shape[0], b[0]) && s.Shape[1] == ceilDiv(v.Shape[1], b[1]) {
+					w.block = b
+				}
+			}
 		default:
 			continue
 		}
 		q.Weights = append(q.Weights, w)
 	}
+	if q.ctBlock == nil {
+		inferCompressedBlock(q, infos)
+	}
 	for i := range q.Weights {
 		q.Weights[i].Err = checkCompressed(&q.Weights[i], infos)
+	}
+}
+
+// inferCompressedBlock gives the I8 and F8_E4M3 weights whose scales fit
+// no other strategy the block strategy, without a config that says its
+// block_structure (a lone file): the power of two that gives every such
+// scale's shape, as for FP8 (inferBlockSize), where one does.
+func inferCompressedBlock(q *Quantization, infos map[string]safetensors.TensorInfo) {
+	var ws []QuantizedWeight
+	var at []int
+	for i, w := range q.Weights {
+		s := infos[w.Scale].Shape
+		if (w.format == formatInt || w.format == formatFloat || w.format == formatNaive) && len(w.Shape) == 2 && len(s) == 2 {
+			if _, err := scaleColumns(w.Shape, s); err != nil {
+				ws, at = append(ws, w), append(at, i)
+			}
+		}
+	}
+	if len(ws) == 0 {
+		return
+	}
+	if b, amb := inferBlockSize(ws, infos); b != nil && amb == "" {
+		for _, i := range at {
+			q.Weights[i].block = b
+		}
+		q.BlockSize = b
 	}
 }
 
@@ -248,6 +313,14 @@ func checkCompressed(w *QuantizedWeight, infos map[string]safetensors.TensorInfo
 	case sd == safetensors.F8_E4M3 && w.format == formatNVFP4:
 	case sd != safetensors.F32 && sd != safetensors.BF16 && sd != safetensors.F16:
 		return fmt.Errorf("its scale %s is %v, not F32, BF16 or F16", w.Scale, sd)
+	}
+	if w.block != nil { // [ceil(out/rows), ceil(in/columns)] scales, and zero points
+		if w.ZeroPoint != "" {
+			if z := infos[w.ZeroPoint]; !slices.Equal(z.Shape, s.Shape) || z.DType != safetensors.I8 {
+				return fmt.Errorf("its zero points %s are %v %v, not I8 %v", w.ZeroPoint, z.DType, z.Shape, s.Shape)
+			}
+		}
+		return nil
 	}
 	k, err := scaleColumns(w.Shape, s.Shape)
 	if err != nil {
@@ -434,7 +507,19 @@ func (cv *converter) dequantCompressed(m *convertSlot, c *dequantChunk, to safet
 	}
 	in := w.Shape[1]
 	rows := c.r1 - c.r0
+	// The scales: bh rows by group columns each, kk a row of them (the
+	// last one partial for the block strategy); k of 0 for one scale.
 	k, _ := scaleColumns(w.Shape, s.Shape) // checked by checkCompressed
+	bh, kk := uint64(1), max(k, 1)
+	group := in / kk
+	switch {
+	case w.block != nil:
+		bh, group = w.block[0], w.block[1]
+		k = ceilDiv(in, group)
+		kk = k
+	case k == 0:
+		bh = max(w.Shape[0], 1)
+	}
 	// The values of the rows, as stored: per elements a row.
 	per := v.Shape[1]
 	vt, err := cv.read(&m.in, w.Values, c.r0*per, c.r1*per)
@@ -445,17 +530,13 @@ func (cv *converter) dequantCompressed(m *convertSlot, c *dequantChunk, to safet
 	if uint64(len(vt.Data)) != rows*rowBytes {
 		return nil, 0, fmt.Errorf("checkpoint: %s: %d bytes read, not %d", w.Values, len(vt.Data), rows*rowBytes)
 	}
-	// Their scales: k a row, or one.
-	kk := max(k, 1)
-	s0, s1 := c.r0*k, c.r1*k
-	if k == 0 {
-		s0, s1 = 0, 1
-	}
+	// Their scales: the rows of scales of rows [r0, r1).
+	srow0 := c.r0 / bh
+	s0, s1 := srow0*kk, ceilDiv(c.r1, bh)*kk
 	st, err := cv.read(&m.scaleIn, w.Scale, s0, s1)
 	if err != nil {
 		return nil, 0, err
 	}
-	group := in / kk // values a scale
 	size := uint64(to.Bits() / 8)
 	n := rows * in * size
 	if uint64(cap(m.buf)) < n {
@@ -506,11 +587,8 @@ func (cv *converter) dequantCompressed(m *convertSlot, c *dequantChunk, to safet
 	for r := range rows {
 		src, dst := vt.Data[r*rowBytes:(r+1)*rowBytes], out[r*in*size:(r+1)*in*size]
 		for g := range kk {
-			si := r*kk + g
-			if k == 0 {
-				si = 0
-			}
-			lo, hi := g*group, (g+1)*group
+			si := ((c.r0+r)/bh-srow0)*kk + g
+			lo, hi := g*group, min((g+1)*group, in)
 			var z float32
 			if zeros != nil {
 				z = zeros[si]

@@ -24,7 +24,7 @@ func quantizedFixture(name string) string {
 
 // quantizedDirs are the folders of testdata/quantized: one of each method.
 var quantizedDirs = []string{"fp8", "fp8-64", "mxfp4", "ct-int", "ct-float", "ct-w4", "ct-w4-asym", "ct-w8", "ct-nvfp4",
-	"ct-w3", "ct-naive", "ct-mxfp4", "ct-mxfp6", "ct-mxfp8", "ct-dense", "ct-mixed"}
+	"ct-w3", "ct-naive", "ct-mxfp4", "ct-mxfp6", "ct-mxfp8", "ct-dense", "ct-mixed", "ct-fp8-block", "ct-int-block"}
 
 // assertSameTensors asserts that the file got holds the tensors of the
 // file want, bit for bit, and no others.
@@ -84,6 +84,8 @@ func TestQuantizationRecognised(t *testing.T) {
 		{"ct-mxfp6", MethodCompressedTensors, []uint64{1, 32}, 2, 6.25},
 		{"ct-mxfp8", MethodCompressedTensors, []uint64{1, 32}, 2, 8.25},
 		{"ct-dense", MethodCompressedTensors, nil, 2, 8 * (2*(1961+3072) + 2*(37+24) + (37 + 24)) / float64(1961+3072)},
+		{"ct-fp8-block", MethodCompressedTensors, []uint64{16, 32}, 2, 8 * (40*100 + 24*64 + 2*(3*4+2*2)) / float64(40*100+24*64)},
+		{"ct-int-block", MethodCompressedTensors, []uint64{8, 16}, 2, 8 * (20*50 + 24*64 + 2*(3*4+3*4) + (3*4 + 3*4)) / float64(20*50+24*64)},
 		{"ct-mixed", MethodCompressedTensors, nil, 3, 8 * (4*40*32 + 2*40*2 + 16 + 24*128 + 2*24 + 16*32 + 16*4 + 4) / float64(40*256+24*128+16*64)},
 	} {
 		t.Run(tc.dir, func(t *testing.T) {

@@ -77,7 +77,8 @@ type Quantization struct {
 	// tensors that store them (values, scales, zero points, shapes).
 	Params, Bytes uint64
 
-	numBits int // compressed-tensors' weights' num_bits, where the config groups agree; or 0
+	numBits int      // compressed-tensors' weights' num_bits, where the config groups agree; or 0
+	ctBlock []uint64 // compressed-tensors' block_structure of the block strategy, where the groups agree; or nil
 }
 
 // BitsPerParameter is the bits that the quantized weights take per value,
@@ -106,7 +107,8 @@ type QuantizedWeight struct {
 	// does not match the weight's and the block size), or nil.
 	Err error
 
-	format string // compressed-tensors' format of the weight, from its tensors
+	format string   // compressed-tensors' format of the weight, from its tensors
+	block  []uint64 // compressed-tensors' block strategy's [rows, columns] a scale, or nil
 }
 
 // Tensors returns the names of the tensors that store the weight.
@@ -228,6 +230,9 @@ func recognize(qc map[string]any, names []string, infos map[string]safetensors.T
 				q.BlockSize = []uint64{1, g}
 			}
 			q.numBits = groupBits(qc)
+			if q.ctBlock = groupBlock(qc); q.ctBlock != nil {
+				q.BlockSize = q.ctBlock
+			}
 		}
 	}
 	has := func(n string) bool { _, ok := infos[n]; return ok }

@@ -23,7 +23,9 @@ reference dequantizations beside them, with the reference code:
             ct-dense (dense: W8A16's weights kept as they are, beside their
             scales and zero points), ct-mixed (mixed-precision: a config group of
             W4A16 pack-quantized, one of FP8_DYNAMIC float-quantized, one of
-            NVFP4A16).
+            NVFP4A16), ct-fp8-block (float-quantized, FP8_BLOCK with blocks of
+            16x32, partial), ct-int-block (int-quantized, W8A8 asymmetric with
+            blocks of 8x16, partial, F16: I8 zero points a block).
 
 Each folder has model.safetensors and config.json, and the reference
 dequantized weights in want-BF16.safetensors and want-F32.safetensors:
@@ -112,7 +114,7 @@ def mixed(name, groups, dtype, seed, mx_scales=None):
     mx_scales: E8M0 exponents written over each weight's first scales."""
     from compressed_tensors.compressors import BaseCompressor
     from compressed_tensors.quantization import preset_name_to_scheme
-    from compressed_tensors.quantization.utils import calculate_qparams, generate_gparam
+    from compressed_tensors.quantization.utils import calculate_qparams, generate_gparam, maybe_pad_tensor_for_block_quant
 
     g = torch.Generator().manual_seed(seed)
     tensors, want = {}, {"BF16": {}, "F32": {}}
@@ -134,6 +136,11 @@ def mixed(name, groups, dtype, seed, mx_scales=None):
             elif a.strategy in ("group", "tensor_group"):
                 gw = w.unflatten(-1, (-1, a.group_size))
                 mn, mx = gw.amin(-1), gw.amax(-1)
+            elif a.strategy == "block":  # partial blocks padded with zeros, as the compressor pads
+                bh, bw = a.block_structure
+                wp = maybe_pad_tensor_for_block_quant(w, (bh, bw))
+                blocks = wp.unflatten(0, (-1, bh)).unflatten(-1, (-1, bw))
+                mn, mx = blocks.amin((1, 3)), blocks.amax((1, 3))
             else:
                 mn, mx = w.amin().reshape(1), w.amax().reshape(1)
             gs = generate_gparam(w.amin(), w.amax()) if a.strategy == "tensor_group" else None
@@ -149,8 +156,8 @@ def mixed(name, groups, dtype, seed, mx_scales=None):
             for k, v in c.items():
                 tensors[m + "." + k] = v.contiguous()
             ref = compressor.decompress(dict(c), scheme)["weight"]
-            want["BF16"][m + ".weight"] = ref.to(torch.bfloat16)
-            want["F32"][m + ".weight"] = ref.to(torch.float32)
+            want["BF16"][m + ".weight"] = ref.to(torch.bfloat16).contiguous()
+            want["F32"][m + ".weight"] = ref.to(torch.float32).contiguous()
         config_groups["group_%d" % gi] = {"targets": ["re:" + "|".join(x.replace(".", "\\.") + "$" for x in modules)] if len(groups) > 1 else ["Linear"],
                                           "weights": a.model_dump(mode="json"), "input_activations": None,
                                           "output_activations": None, "format": fmt}
@@ -191,3 +198,7 @@ if __name__ == "__main__":
                strategy="channel", group_size=None)
     mixed("ct-mixed", [("W4A16", "pack-quantized", {}, [(40, 256)]), ("FP8_DYNAMIC", "float-quantized", {}, [(24, 128)]),
                        ("NVFP4A16", "nvfp4-pack-quantized", {}, [(16, 64)])], torch.bfloat16, 16)
+    compressed("ct-fp8-block", "FP8_BLOCK", "float-quantized", torch.bfloat16, [(40, 100), (24, 64)], 17,
+               block_structure=[16, 32])
+    compressed("ct-int-block", "W8A8", "int-quantized", torch.float16, [(20, 50), (24, 64)], 18,
+               strategy="block", block_structure=[8, 16], symmetric=False)
