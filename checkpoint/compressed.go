@@ -427,7 +427,7 @@ func ctCodes(w *QuantizedWeight, d safetensors.DType) []float32 {
 func rounding(d safetensors.DType, x float32) float32 {
 	switch d {
 	case safetensors.BF16:
-		return safetensors.BF16ToF32(safetensors.F32ToBF16(x, safetensors.RoundNearestEven))
+		return math.Float32frombits(bf16Bits(x) << 16)
 	case safetensors.F16:
 		return safetensors.F16ToF32(safetensors.F32ToF16(x, safetensors.RoundNearestEven))
 	}
@@ -435,10 +435,10 @@ func rounding(d safetensors.DType, x float32) float32 {
 }
 
 // outBits returns the bits of x in the dtype to, BF16 (rounded to
-// nearest even) or F32.
+// nearest even, bf16Bits) or F32.
 func outBits(x float32, to safetensors.DType) uint32 {
 	if to == safetensors.BF16 {
-		return uint32(safetensors.F32ToBF16(x, safetensors.RoundNearestEven))
+		return bf16Bits(x)
 	}
 	return math.Float32bits(x)
 }
@@ -874,12 +874,14 @@ func ctTable(tab []uint32, codes []float32, s, z float32, hasZero, nvfp4 bool, w
 	}
 }
 
-// bf16Bits is the BF16 bits of x rounded to nearest even, as
-// safetensors.F32ToBF16 gives them.
+// bf16Bits is the BF16 bits of x rounded to nearest even, as PyTorch's
+// CPU kernels give them (their vectorized conversion, cvtfp32_bf16): a
+// NaN, which the arithmetic gives from an E8M0 scale of 255 (+Inf) times
+// a zero or from an F8_E4M3 NaN, is 0xffff.
 func bf16Bits(x float32) uint32 {
 	b := math.Float32bits(x)
 	if b&0x7fffffff > 0x7f800000 {
-		return b>>16 | 0x40
+		return 0xffff
 	}
 	return (b + 0x7fff + (b>>16)&1) >> 16
 }

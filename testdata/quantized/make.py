@@ -25,7 +25,9 @@ reference dequantizations beside them, with the reference code:
             W4A16 pack-quantized, one of FP8_DYNAMIC float-quantized, one of
             NVFP4A16), ct-fp8-block (float-quantized, FP8_BLOCK with blocks of
             16x32, partial), ct-int-block (int-quantized, W8A8 asymmetric with
-            blocks of 8x16, partial, F16: I8 zero points a block).
+            blocks of 8x16, partial, F16: I8 zero points a block), ct-mxfp4-inf
+            (mxfp4-pack-quantized with E8M0 scales of 255, +Inf: NaN for a zero,
+            which check reports).
 
 Each folder has model.safetensors and config.json, and the reference
 dequantized weights in want-BF16.safetensors and want-F32.safetensors:
@@ -202,3 +204,4 @@ if __name__ == "__main__":
                block_structure=[16, 32])
     compressed("ct-int-block", "W8A8", "int-quantized", torch.float16, [(20, 50), (24, 64)], 18,
                strategy="block", block_structure=[8, 16], symmetric=False)
+    mixed("ct-mxfp4-inf", [("MXFP4A16", "mxfp4-pack-quantized", {}, [(8, 64)])], torch.bfloat16, 19, [255, 0, 254, 255])
