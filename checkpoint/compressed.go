@@ -773,17 +773,18 @@ func ctRows(kind int, dst, src, scales []byte, rows, rowBytes, in, k, group uint
 }
 
 // nibbles16 writes the BF16 bits t[c] of the codes c of src, two a
-// byte, the low nibble first, into dst: eight bytes at a time.
+// byte, the low nibble first, into dst: four bytes at a time, each
+// output word computed and stored before the next (all computed first,
+// they spill their registers).
 func nibbles16(dst, src []byte, t *[16]uint32) {
 	dst = dst[:4*len(src)]
 	i := 0
-	for ; i+8 <= len(src); i += 8 {
-		x := binary.LittleEndian.Uint64(src[i:])
-		d := dst[4*i : 4*i+32]
+	for ; i+4 <= len(src); i += 4 {
+		x := binary.LittleEndian.Uint32(src[i:])
+		d := dst[4*i : 4*i+16]
 		binary.LittleEndian.PutUint64(d, uint64(t[x&15])|uint64(t[x>>4&15])<<16|uint64(t[x>>8&15])<<32|uint64(t[x>>12&15])<<48)
-		binary.LittleEndian.PutUint64(d[8:], uint64(t[x>>16&15])|uint64(t[x>>20&15])<<16|uint64(t[x>>24&15])<<32|uint64(t[x>>28&15])<<48)
-		binary.LittleEndian.PutUint64(d[16:], uint64(t[x>>32&15])|uint64(t[x>>36&15])<<16|uint64(t[x>>40&15])<<32|uint64(t[x>>44&15])<<48)
-		binary.LittleEndian.PutUint64(d[24:], uint64(t[x>>48&15])|uint64(t[x>>52&15])<<16|uint64(t[x>>56&15])<<32|uint64(t[x>>60])<<48)
+		x >>= 16
+		binary.LittleEndian.PutUint64(d[8:], uint64(t[x&15])|uint64(t[x>>4&15])<<16|uint64(t[x>>8&15])<<32|uint64(t[x>>12&15])<<48)
 	}
 	for ; i < len(src); i++ {
 		b := src[i]
