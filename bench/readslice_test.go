@@ -1,41 +1,86 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/safetensors-go/safetensors"
+	"github.com/safetensors-go/safetensors/checkpoint"
+	"github.com/safetensors-go/safetensors/internal/rangeserver"
 	"github.com/safetensors-go/safetensors/remote"
 )
 
-// BenchmarkReadSlice reads into the caller's buffer, with
-// Reader.ReadSlice, a 4 MiB BF16 matrix [2048, 1024] whole and one
-// tensor-parallel rank's half of its columns (2048 runs of 1 KiB, 2 KiB
-// apart), from each kind of Reader: mapped (Open), through an io.ReaderAt
-// (an *os.File), and over HTTP (the remote package, a loopback server).
-// allocs/op is the point: 0 for the mapped and io.ReaderAt Readers; over
-// HTTP, the allocations of net/http's requests, which the ceiling,
-// plain range GETs of the same bytes with net/http, shows in the same run.
+// BenchmarkReadSlice reads into the caller's buffer a 4 MiB BF16 matrix
+// [2048, 1024], whole and one tensor-parallel rank's half of its columns
+// (2048 runs of 1 KiB, 2 KiB apart), from every backend: a Reader mapped
+// (Open), through an io.ReaderAt (an *os.File), and over HTTP (the remote
+// package, against a loopback server), with Reader.ReadSlice; and from a
+// checkpoint of two shards, on disk and over HTTP, with
+// Checkpoint.ReadSlice. allocs/op is the point: 0 from files on disk.
+// "elements" reads the first half of the elements with TensorElements
+// instead, which allocates one thing of its own, the Shape of the Tensor
+// it returns (and from a mapped Reader returns the mapping's bytes rather
+// than copy them).
+//
+// Over HTTP the server is internal/rangeserver, which allocates nothing, so
+// that allocs/op counts the client's alone: net/http's for each request,
+// and remote's own. remote-allocs/op separates them: the allocations of
+// the read less those of the same requests (GETs/op) made with net/http
+// alone at its most frugal, as the ceiling=GET sub-benchmark makes them
+// (an *http.Request for each range made beforehand and reused, the Range
+// header's value made for each request, the body read with io.ReadFull
+// into the same buffer). 0 says that remote allocates nothing that a
+// client of net/http could avoid; under a context that can be cancelled
+// (HTTP-cancelable) it adds two a request, context.AfterFunc's watch of
+// the context. A new *http.Request for each GET, as most code makes, would
+// add 3 a request to the ceiling.
+//
 // The other ceilings: copying the same bytes from memory, ReadAt of them
 // from the file.
 func BenchmarkReadSlice(b *testing.B) {
 	const rows, cols = 2048, 1024
-	data := make([]byte, rows*cols*2)
-	for i := range data {
-		data[i] = byte(i*7 + 1)
+	w := safetensors.Tensor{Name: "w", DType: safetensors.BF16, Shape: []uint64{rows, cols}, Data: make([]byte, rows*cols*2)}
+	for i := range w.Data {
+		w.Data[i] = byte(i*7 + 1)
 	}
-	path := filepath.Join(b.TempDir(), "m.safetensors")
-	if err := safetensors.WriteFile(path, []safetensors.Tensor{{Name: "w", DType: safetensors.BF16, Shape: []uint64{rows, cols}, Data: data}}, nil); err != nil {
+	dir := b.TempDir()
+	path := filepath.Join(dir, "m.safetensors")
+	if err := safetensors.WriteFile(path, []safetensors.Tensor{w}, nil); err != nil {
 		b.Fatal(err)
 	}
+	// The checkpoint: w in the second of two shards, behind a tensor of
+	// the same size.
+	ckptDir := filepath.Join(dir, "ckpt")
+	first := safetensors.Tensor{Name: "a", DType: w.DType, Shape: w.Shape, Data: w.Data}
+	if err := checkpoint.Write(ckptDir, []safetensors.Tensor{first, w}, checkpoint.Shards(2)); err != nil {
+		b.Fatal(err)
+	}
+	files := map[string][]byte{}
+	for _, p := range []string{path, filepath.Join(ckptDir, "*")} {
+		matches, _ := filepath.Glob(p)
+		for _, m := range matches {
+			data, err := os.ReadFile(m)
+			if err != nil {
+				b.Fatal(err)
+			}
+			rel, _ := filepath.Rel(dir, m)
+			files["/"+filepath.ToSlash(rel)] = data
+		}
+	}
+	srv := rangeserver.Start(b, files)
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	defer transport.CloseIdleConnections()
+	client := &http.Client{Transport: transport}
+
 	ctx := context.Background()
+	cancelable, cancel := context.WithCancel(ctx)
+	defer cancel()
 	mapped, err := safetensors.Open(path)
 	if err != nil {
 		b.Fatal(err)
@@ -51,55 +96,118 @@ func BenchmarkReadSlice(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fh, err := os.Open(path)
-		if err != nil {
-			http.Error(w, err.Error(), 500)
-			return
-		}
-		defer fh.Close()
-		http.ServeContent(w, r, "m.safetensors", time.Unix(1, 0), fh)
-	}))
-	defer srv.Close()
-	viaHTTP, err := remote.Open(ctx, srv.Client(), srv.URL+"/m.safetensors")
+	viaHTTP, err := remote.Open(ctx, client, srv.URL+"/m.safetensors")
 	if err != nil {
 		b.Fatal(err)
 	}
+	ckpt, err := checkpoint.Open(ctx, ckptDir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ckpt.Close()
+	ckptHTTP, err := checkpoint.Open(ctx, srv.URL+"/ckpt/model.safetensors.index.json", checkpoint.HTTPClient(client))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ckptHTTP.Close()
 	base := int64(viaFile.Header().DataOffset())
 
-	dst := make([]byte, len(data))
-	half := []safetensors.Selector{safetensors.All(), safetensors.Range(0, cols/2)}
+	type reader interface {
+		ReadSlice(ctx context.Context, name string, dst []byte, sel ...safetensors.Selector) (int, error)
+		TensorElements(ctx context.Context, name string, start, end uint64, buf []byte) (safetensors.Tensor, error)
+	}
+	dst := make([]byte, len(w.Data))
 	for _, sel := range []struct {
-		name string
-		idx  []safetensors.Selector
-		size int
-	}{{"whole", nil, len(data)}, {"columns", half, len(data) / 2}} {
+		name     string
+		idx      []safetensors.Selector
+		elements bool // TensorElements of the first half of the elements
+	}{
+		{"whole", nil, false},
+		{"columns", []safetensors.Selector{safetensors.All(), safetensors.Range(0, cols/2)}, false},
+		{"elements", nil, true},
+	} {
+		want := w.Data[:len(w.Data)/2]
+		if !sel.elements {
+			part, err := w.Slice(sel.idx...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			want = part.AppendTo(nil)
+		}
+		size := len(want)
+		var gets []rangeserver.Request // those of Reader.ReadSlice over HTTP
 		for _, rd := range []struct {
 			name string
-			r    *safetensors.Reader
-		}{{"mapped", mapped}, {"ReaderAt", viaFile}, {"HTTP", viaHTTP}} {
+			r    reader
+			ctx  context.Context
+			http bool
+		}{
+			{"mapped", mapped, ctx, false},
+			{"ReaderAt", viaFile, ctx, false},
+			{"HTTP", viaHTTP, ctx, true},
+			{"HTTP-cancelable", viaHTTP, cancelable, true},
+			{"checkpoint", ckpt, ctx, false},
+			{"checkpoint-HTTP", ckptHTTP, ctx, true},
+		} {
+			got := dst
+			read := func() {
+				var err error
+				if sel.elements {
+					var t safetensors.Tensor
+					t, err = rd.r.TensorElements(rd.ctx, "w", 0, rows*cols/2, dst)
+					got = t.Data // from a mapped Reader, the mapping
+				} else {
+					_, err = rd.r.ReadSlice(rd.ctx, "w", dst, sel.idx...)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			clear(dst)
+			sent := srv.Record(read)
+			if !bytes.Equal(got[:size], want) {
+				b.Fatalf("%s/%s: not the selection's bytes", sel.name, rd.name)
+			}
+			if rd.name == "HTTP" {
+				gets = sent
+			}
 			b.Run(sel.name+"/"+rd.name, func(b *testing.B) {
-				b.SetBytes(int64(sel.size))
+				b.SetBytes(int64(size))
 				b.ReportAllocs()
 				for b.Loop() {
-					if _, err := rd.r.ReadSlice(ctx, "w", dst, sel.idx...); err != nil {
-						b.Fatal(err)
-					}
+					read()
+				}
+				if rd.http {
+					floor := newGETs(b, client, rd.ctx, srv.URL, sent, dst)
+					own := testing.AllocsPerRun(20, read)
+					b.ReportMetric(float64(len(sent)), "GETs/op")
+					b.ReportMetric(own-testing.AllocsPerRun(20, floor.do), "remote-allocs/op")
 				}
 			})
 		}
+		// The ceiling: the same requests as Reader.ReadSlice over HTTP,
+		// with net/http alone.
+		b.Run(sel.name+"/ceiling=GET", func(b *testing.B) {
+			g := newGETs(b, client, ctx, srv.URL, gets, dst)
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			for b.Loop() {
+				g.do()
+			}
+			b.ReportMetric(float64(len(gets)), "GETs/op")
+		})
 	}
-	// The ceilings: the whole tensor's bytes copied from memory, read from
-	// the file with one ReadAt, and fetched with one range GET.
+	// The other ceilings: the whole tensor's bytes copied from memory, and
+	// read from the file with one ReadAt.
 	b.Run("whole/ceiling=copy", func(b *testing.B) {
-		b.SetBytes(int64(len(data)))
+		b.SetBytes(int64(len(w.Data)))
 		b.ReportAllocs()
 		for b.Loop() {
-			copy(dst, data)
+			copy(dst, w.Data)
 		}
 	})
 	b.Run("whole/ceiling=ReadAt", func(b *testing.B) {
-		b.SetBytes(int64(len(data)))
+		b.SetBytes(int64(len(w.Data)))
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := f.ReadAt(dst, base); err != nil {
@@ -107,21 +215,52 @@ func BenchmarkReadSlice(b *testing.B) {
 			}
 		}
 	})
-	b.Run("whole/ceiling=GET", func(b *testing.B) {
-		b.SetBytes(int64(len(data)))
-		b.ReportAllocs()
-		rng := "bytes=" + strconv.FormatInt(base, 10) + "-" + strconv.FormatInt(base+int64(len(data))-1, 10)
-		for b.Loop() {
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/m.safetensors", nil)
-			req.Header.Set("Range", rng)
-			resp, err := srv.Client().Do(req)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := io.ReadFull(resp.Body, dst); err != nil {
-				b.Fatal(err)
-			}
-			resp.Body.Close()
+}
+
+// gets are range GETs made with net/http alone, at its most frugal: an
+// *http.Request for each, made beforehand and reused (once its response's
+// body is closed), with the If-Range that remote sends; only the Range
+// header's value is made for each request.
+type gets struct {
+	b      testing.TB
+	client *http.Client
+	reqs   []*http.Request
+	ranges [][]string // each request's Range header
+	sent   []rangeserver.Request
+	dst    []byte
+}
+
+func newGETs(b testing.TB, client *http.Client, ctx context.Context, base string, sent []rangeserver.Request, dst []byte) *gets {
+	g := &gets{b: b, client: client, sent: sent, dst: dst}
+	for _, s := range sent {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+s.Path, nil)
+		if err != nil {
+			b.Fatal(err)
 		}
-	})
+		rng := []string{""}
+		req.Header["Range"] = rng
+		req.Header["If-Range"] = []string{rangeserver.ETag}
+		g.reqs, g.ranges = append(g.reqs, req), append(g.ranges, rng)
+	}
+	return g
+}
+
+// do makes the requests, each read into the start of dst.
+func (g *gets) do() {
+	for i, req := range g.reqs {
+		s := g.sent[i]
+		var buf [48]byte
+		g.ranges[i][0] = string(strconv.AppendInt(append(strconv.AppendInt(append(buf[:0], "bytes="...), s.First, 10), '-'), s.Last, 10))
+		resp, err := g.client.Do(req)
+		if err != nil {
+			g.b.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusPartialContent {
+			g.b.Fatalf("GET %s %s: %s", req.URL, g.ranges[i][0], resp.Status)
+		}
+		if _, err := io.ReadFull(resp.Body, g.dst[:s.Last-s.First+1]); err != nil {
+			g.b.Fatal(err)
+		}
+		resp.Body.Close()
+	}
 }

@@ -193,6 +193,24 @@ func (c *Checkpoint) TensorElements(ctx context.Context, name string, start, end
 	return t, c.fileError(l.file, err)
 }
 
+// ReadSlice reads the named tensor's bytes, from its file, into dst,
+// memory the caller owns, and returns how many it wrote: the selection the
+// selectors make, or the whole tensor without selectors, contiguous, in
+// row-major order; see safetensors.Reader.ReadSlice, whose errors it
+// gives, behind the file's name. Info's Slice gives the selection's shape
+// and size. It is read under ctx, whose end aborts a read over HTTP in
+// flight. Like Reader.ReadSlice it allocates nothing once warm, from
+// local files, sharded or not, and over HTTP beyond net/http's own
+// allocations for each request.
+func (c *Checkpoint) ReadSlice(ctx context.Context, name string, dst []byte, selectors ...safetensors.Selector) (int, error) {
+	l, ok := c.find(name)
+	if !ok {
+		return 0, c.notFound(name)
+	}
+	n, err := c.files[l.file].r.ReadSlice(ctx, l.name, dst, selectors...)
+	return n, c.fileError(l.file, err)
+}
+
 // Info returns the named tensor's dtype, shape and offsets in its file,
 // with the name Names gives it.
 func (c *Checkpoint) Info(name string) (safetensors.TensorInfo, error) {

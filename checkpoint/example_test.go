@@ -179,3 +179,45 @@ func ExampleShards() {
 	// model-00002-of-00003.safetensors 3 tensors, 40 bytes
 	// model-00003-of-00003.safetensors 1 tensors, 20 bytes
 }
+
+// One tensor-parallel rank's rows of each weight of a sharded checkpoint,
+// read into a buffer the caller owns and reuses: the same call reads a
+// checkpoint on disk or over HTTP, and allocates nothing from files on
+// disk.
+func ExampleCheckpoint_ReadSlice() {
+	dir, err := os.MkdirTemp("", "ranks")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	var tensors []safetensors.Tensor
+	for i := range 2 {
+		w := safetensors.Tensor{Name: fmt.Sprintf("layers.%d.weight", i), DType: safetensors.U8, Shape: []uint64{4, 3}, Data: make([]byte, 12)}
+		for j := range w.Data {
+			w.Data[j] = byte(10*i + j)
+		}
+		tensors = append(tensors, w)
+	}
+	if err := checkpoint.Write(dir, tensors, checkpoint.Shards(2)); err != nil {
+		log.Fatal(err)
+	}
+	ckpt, err := checkpoint.Open(context.Background(), dir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ckpt.Close()
+
+	// Rank 1 of 2 takes rows 2 and 3: w[2:4].
+	rank := []safetensors.Selector{safetensors.Range(2, 4)}
+	buf := make([]byte, 6)
+	for _, name := range ckpt.Names() {
+		n, err := ckpt.ReadSlice(context.Background(), name, buf, rank...)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(name, buf[:n])
+	}
+	// Output:
+	// layers.0.weight [6 7 8 9 10 11]
+	// layers.1.weight [16 17 18 19 20 21]
+}

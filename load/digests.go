@@ -33,11 +33,13 @@ type options struct {
 // read; with more, each local file read through the page cache is read in
 // order by a goroutine of its own, which hashes each piece of 1 MiB as
 // soon as it has read it, while it is in the processor's cache (those
-// goroutines are the load's own, beside the Loader's Concurrency). A load
-// with HashFiles takes about the time of the slower of loading and
-// hashing alone. Bytes of a file that
-// no tensor loaded covers (tensors left out of a checkpoint's index) are
-// read for the hash too.
+// goroutines are the load's own, beside the Loader's Concurrency). Each
+// file hashed side by side needs a tensor of its own in memory: the
+// default MemoryLimit is raised for them (see Loader.MemoryLimit); a
+// MemoryLimit set lower makes the files take turns. A load with HashFiles
+// takes about the time of the slower of loading and hashing alone. Bytes
+// of a file that no tensor loaded covers (tensors left out of a
+// checkpoint's index) are read for the hash too.
 //
 // A tensor is handed over once its bytes are hashed; d holds a file's
 // SHA-256 once the hash has passed its last byte, and every file's once
@@ -153,9 +155,14 @@ func (ld *load) arrived(c chunkJob) {
 		delete(fh.pending, fh.next)
 		fh.next++
 		fh.mu.Unlock()
-		if err := ld.hashPiece(c); err != nil {
-			ld.fail(err)
-			return // the load stops: busy stays, nothing more is hashed
+		// A chunk read and hashed at once (readHashing) was next in
+		// order, as every piece of its file is, taken in order by one
+		// goroutine.
+		if !c.hashed {
+			if err := ld.hashPiece(c); err != nil {
+				ld.fail(err)
+				return // the load stops: busy stays, nothing more is hashed
+			}
 		}
 		if c.last {
 			var sum [sha256.Size]byte

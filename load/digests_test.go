@@ -4,11 +4,15 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/safetensors-go/safetensors"
 	"github.com/safetensors-go/safetensors/checkpoint"
@@ -120,16 +124,19 @@ func TestLoaderDigestsSharded(t *testing.T) {
 	require.Greater(t, len(paths), 2)
 	sums := fileSums(t, paths...)
 	// With one processor, each file is read in order by a goroutine of
-	// its own; with many, its pieces are read in parallel and hashed as
-	// they arrive.
+	// its own, each chunk in pieces (of 1000 bytes, then 1 MiB); with
+	// many, its pieces are read in parallel and hashed as they arrive.
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	for _, procs := range []int{1, 2, 64} {
 		runtime.GOMAXPROCS(procs)
-		for _, l := range []*Loader{{}, {ChunkSize: 4096, MemoryLimit: 1, Concurrency: 5}, {ChunkSize: 4096, NoCache: true}} {
-			got, d := loadHashed(t, l, c)
-			assertTensors(t, fx.tensors, got)
-			assert.Equal(t, sums, d.Files(), "GOMAXPROCS %d", procs)
-			assert.Equal(t, tensorDigests(fx.tensors), d.Tensors())
+		for _, piece := range []int{1000, 1 << 20} {
+			setSequentialChunk(t, piece)
+			for _, l := range []*Loader{{}, {ChunkSize: 4096, MemoryLimit: 1, Concurrency: 5}, {ChunkSize: 4096, NoCache: true}} {
+				got, d := loadHashed(t, l, c)
+				assertTensors(t, fx.tensors, got)
+				assert.Equal(t, sums, d.Files(), "GOMAXPROCS %d, pieces of %d", procs, piece)
+				assert.Equal(t, tensorDigests(fx.tensors), d.Tensors())
+			}
 		}
 	}
 
@@ -200,10 +207,106 @@ func TestLoaderDigestsOrder(t *testing.T) {
 	ds.Tensors = []safetensors.TensorInfo{ts[n-1], ts[3], ts[0], overlap, ts[n-2], ts[6], ts[3]}
 	ds.Tensors[len(ds.Tensors)-1].Name = "again"
 	src := sourceFunc(func() ([]safetensors.DataSection, error) { return []safetensors.DataSection{ds}, nil })
-	for _, l := range []*Loader{{}, {ChunkSize: 4096, MemoryLimit: 1, Concurrency: 3}} {
-		got, d := loadHashed(t, l, src)
-		assert.Len(t, got, len(ds.Tensors))
-		assert.Equal(t, map[string][sha256.Size]byte{path: sha256.Sum256(raw)}, d.Files())
+	// With one processor, the file is read in order by a goroutine of its
+	// own, in pieces of 1000 bytes: the overlap is cut inside one.
+	setSequentialChunk(t, 1000)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for _, procs := range []int{1, 2} {
+		runtime.GOMAXPROCS(procs)
+		for _, l := range []*Loader{{}, {ChunkSize: 4096, MemoryLimit: 1, Concurrency: 3}} {
+			got, d := loadHashed(t, l, src)
+			assert.Len(t, got, len(ds.Tensors))
+			assert.Equal(t, map[string][sha256.Size]byte{path: sha256.Sum256(raw)}, d.Files(), "GOMAXPROCS %d", procs)
+		}
+	}
+}
+
+// setSequentialChunk sets sequentialChunk for the test.
+func setSequentialChunk(t *testing.T, n int) {
+	old := sequentialChunk
+	sequentialChunk = n
+	t.Cleanup(func() { sequentialChunk = old })
+}
+
+// TestLoaderHashesFilesSideBySide: with HashFiles, files read in order by
+// goroutines of their own are fed side by side: while the goroutine of
+// one file is held in its first read, the other file's is read, though
+// the first file's tensor has more chunks than a queue of 32 (the
+// scheduler once blocked on that queue, and the files took turns).
+func TestLoaderHashesFilesSideBySide(t *testing.T) {
+	dir := t.TempDir()
+	data := make([]byte, 64*4096)
+	for i := range data {
+		data[i] = byte(i * 13)
+	}
+	var sections []safetensors.DataSection
+	var bases []int64
+	for i, name := range []string{"a", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"} {
+		path := filepath.Join(dir, fmt.Sprintf("%d.safetensors", i))
+		require.NoError(t, safetensors.WriteFile(path, []safetensors.Tensor{{Name: name, DType: safetensors.U8, Shape: []uint64{uint64(len(data))}, Data: data}}, nil))
+		r, err := safetensors.Open(path)
+		require.NoError(t, err)
+		defer r.Close()
+		ds, err := firstSection(r.DataSections())
+		require.NoError(t, err)
+		sections = append(sections, ds)
+		bases = append(bases, ds.Offset)
+	}
+	// The files' data sections start at different offsets modulo 4096,
+	// which tell their reads apart.
+	require.NotEqual(t, bases[0]%4096, bases[1]%4096)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	runtime.GOMAXPROCS(2)
+	second := make(chan struct{})
+	var once sync.Once
+	var waited atomic.Bool
+	testHookRead = func(how int, off int64, n int) {
+		switch off % 4096 {
+		case bases[1] % 4096:
+			once.Do(func() { close(second) })
+		case bases[0] % 4096:
+			if off == bases[0] {
+				select {
+				case <-second:
+				case <-time.After(10 * time.Second):
+					waited.Store(true)
+				}
+			}
+		}
+	}
+	defer func() { testHookRead = nil }()
+	src := sourceFunc(func() ([]safetensors.DataSection, error) { return sections, nil })
+	var d Digests
+	for _, err := range (&Loader{ChunkSize: 4096}).Load(context.Background(), src, HashFiles(&d)) {
+		require.NoError(t, err)
+	}
+	assert.False(t, waited.Load(), "the second file was not read while the first file's goroutine was held")
+	for _, s := range sections {
+		assert.Equal(t, fileSums(t, s.Path)[s.Path], d.Files()[s.Name])
+	}
+}
+
+// TestMemoryLimit: the memory of a load, and for HashFiles by default
+// enough for a tensor of each file hashed side by side and one more.
+func TestMemoryLimit(t *testing.T) {
+	const mib = 1 << 20
+	for _, c := range []struct {
+		set               int64
+		need, total, want uint64
+		side              int
+	}{
+		{0, mib, 4096 * mib, 256 * mib, 0},          // the default
+		{0, 300 * mib, 4096 * mib, 300 * mib, 0},    // the largest tensor
+		{0, mib, 100 * mib, 100 * mib, 0},           // all the tensors
+		{64 * mib, mib, 4096 * mib, 64 * mib, 2},    // set: kept, hashing or not
+		{0, 128 * mib, 4096 * mib, 384 * mib, 2},    // 2 files hashed: 3 tensors
+		{0, 64 * mib, 4096 * mib, 256 * mib, 2},     // at least the default
+		{0, 128 * mib, 300 * mib, 300 * mib, 2},     // all the tensors
+		{0, 100 * mib, 4096 * mib, 1024 * mib, 16},  // at most 1 GiB
+		{0, 2048 * mib, 4096 * mib, 2048 * mib, 16}, // the largest tensor
+		{0, 1 << 62, 1 << 63, 1 << 62, 1 << 20},     // no overflow
+	} {
+		assert.Equal(t, c.want, memoryLimit(c.set, c.need, c.total, c.side), "%+v", c)
 	}
 }
 

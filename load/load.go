@@ -83,8 +83,10 @@ type Loader struct {
 
 	// MemoryLimit bounds the memory that holds tensors read but not yet
 	// released: the Loader reads ahead of the caller until it is full.
-	// 0 means 256 MiB. It is raised to what the largest tensor needs (its
-	// size and 4 KiB), and lowered to what all the tensors need.
+	// 0 means 256 MiB, or for a load with HashFiles enough for a tensor of
+	// each file hashed side by side and one more, from 256 MiB to 1 GiB.
+	// It is raised to what the largest tensor needs (its size and 4 KiB),
+	// and lowered to what all the tensors need.
 	MemoryLimit int64
 
 	// Buffer, if not nil, is the memory the Loader reads into, in place of
@@ -220,22 +222,50 @@ type openedFile struct {
 	hash     *fileHash // the file's SHA-256 under way, for HashFiles; or nil
 	// sequential is true for a local file read through the page cache whose
 	// SHA-256 is computed (HashFiles), of a load of more files than half the
-	// processors: one goroutine reads it in order, in pieces of
-	// sequentialChunk, and hashes each as soon as it is read.
+	// processors: one goroutine takes its chunks in order, and reads each in
+	// pieces of sequentialChunk, hashing each piece as soon as it is read.
 	sequential bool
 }
 
 // sequentialChunk is the size of the reads of a file read in order and
 // hashed as it is read: small enough that a piece is still in the
 // processor's cache when it is hashed, large enough that a read's cost is
-// its copy.
-const sequentialChunk = 1 << 20
+// its copy. Tests make it small.
+var sequentialChunk = 1 << 20
 
-// sequentialQueue is how many pieces of a file read in order may wait for
-// its goroutine: enough that the one scheduler, blocked on a file whose
-// queue is full, leaves the other files' goroutines pieces to read and
-// hash meanwhile (with 2, the files were hashed one at a time).
+// sequentialQueue is how many chunks of a file read in order may wait for
+// its goroutine, at least: the queue holds as many chunks as the load's
+// memory does (and this many for small tensors), so that the one
+// scheduler is never blocked on a file whose queue is full while the
+// other files' goroutines run out of chunks (with 32 pieces of 1 MiB, 2
+// files of tensors of 128 MiB were hashed one at a time).
 const sequentialQueue = 32
+
+// hashedMemoryLimit is the most that the default MemoryLimit is raised to
+// for HashFiles, so that each file hashed side by side has a tensor in
+// memory and one more: 1 GiB.
+const hashedMemoryLimit = 1 << 30
+
+// memoryLimit returns the memory of a load of a Loader whose MemoryLimit
+// is set, whose largest tensor needs need bytes and all of them total,
+// which hashes side files side by side (HashFiles), or none: set, or 256
+// MiB; for HashFiles by default, raised so that each of those files has a
+// tensor of its own and there is one more to read while the oldest waits
+// for the caller (else the files take turns), up to hashedMemoryLimit;
+// raised to need, and lowered to total.
+func memoryLimit(set int64, need, total uint64, side int) uint64 {
+	limit := uint64(256 << 20)
+	if set > 0 {
+		limit = uint64(set)
+	} else if side > 0 {
+		if n := uint64(side) + 1; need <= hashedMemoryLimit/n {
+			limit = max(limit, n*need)
+		} else {
+			limit = max(limit, hashedMemoryLimit)
+		}
+	}
+	return min(max(limit, need), total)
+}
 
 // tensorJob is a tensor being read.
 type tensorJob struct {
@@ -260,6 +290,7 @@ type chunkJob struct {
 	seq    int
 	hb, he uint64
 	last   bool
+	hashed bool // read and hashed at once, in pieces (sequential)
 }
 
 // start opens the files and starts the goroutines of a load.
@@ -299,11 +330,11 @@ func (l *Loader) start(ctx context.Context, files []safetensors.DataSection, opt
 		}
 		mem = l.Buffer
 	} else {
-		limit := uint64(256 << 20)
-		if l.MemoryLimit > 0 {
-			limit = uint64(l.MemoryLimit)
+		side := 0 // files hashed side by side
+		if opts.files != nil {
+			side = min(len(files), runtime.GOMAXPROCS(0))
 		}
-		limit = min(max(limit, need), total)
+		limit := memoryLimit(l.MemoryLimit, need, total, side)
 		if limit > maxInt {
 			return nil, fmt.Errorf("load: the largest tensor, of %d bytes, does not fit in this platform's memory", largest)
 		}
@@ -498,7 +529,7 @@ func (ld *load) schedule() {
 				// One goroutine reads the file in order and hashes each
 				// piece as soon as it is read, while the piece is in the
 				// processor's cache.
-				c.work = make(chan chunkJob, sequentialQueue)
+				c.work = make(chan chunkJob, max(sequentialQueue, len(ld.arena.mem)/ld.chunk+1))
 				ld.wg.Add(1)
 				go ld.worker(c.work)
 			}
@@ -547,7 +578,7 @@ func (ld *load) schedule() {
 			return // stopped
 		}
 		t := &tensorJob{file: f, info: info, dst: dst, slot: slot, waits: 1}
-		chunks := ld.split(t, fileOff, f.sequential)
+		chunks := ld.split(t, fileOff)
 		t.pending = len(chunks)
 		c.queued += uint64(size)
 		if len(chunks) == 0 {
@@ -592,13 +623,10 @@ func (ld *load) queue(work chan<- chunkJob, c chunkJob) bool {
 
 // split cuts a tensor into reads: for direct I/O its unaligned head and
 // tail apart from aligned chunks, else chunks of ld.chunk bytes.
-func (ld *load) split(t *tensorJob, fileOff int64, sequential bool) []chunkJob {
+func (ld *load) split(t *tensorJob, fileOff int64) []chunkJob {
 	size := len(t.dst)
 	var out []chunkJob
 	chunk := ld.chunk
-	if sequential {
-		chunk = min(chunk, sequentialChunk)
-	}
 	add := func(b, e int) {
 		for b < e {
 			n := min(e-b, chunk)
@@ -643,7 +671,11 @@ func (ld *load) worker(work <-chan chunkJob) {
 // the last.
 func (ld *load) process(c chunkJob) {
 	if c.t != nil {
-		if err := ld.read(c); err != nil {
+		read := ld.read
+		if c.f.sequential {
+			read, c.hashed = ld.readHashing, true
+		}
+		if err := read(c); err != nil {
 			if ld.ctx.Err() == nil { // else stopped: the read was aborted, not failed
 				ld.fail(&safetensors.TensorError{Name: c.t.info.Name, Err: fmt.Errorf("%s: %w", c.t.file.Name, err)})
 			}
@@ -666,6 +698,28 @@ func (ld *load) process(c chunkJob) {
 		}
 		ld.step(c.t)
 	}
+}
+
+// readHashing reads chunk c of a file read in order (sequential) in pieces
+// of sequentialChunk, and adds each to the file's hash as soon as it is
+// read, while it is in the processor's cache. The file's goroutine takes
+// its chunks in order: each is next in its hash.
+func (ld *load) readHashing(c chunkJob) error {
+	for b := c.b; b < c.e; {
+		p := c
+		p.b, p.e = b, min(b+sequentialChunk, c.e)
+		if err := ld.read(p); err != nil {
+			return err
+		}
+		start := c.t.info.DataOffsets[0]
+		if p.hb = max(c.hb, start+uint64(p.b)); p.hb < start+uint64(p.e) {
+			if err := ld.hashPiece(p); err != nil {
+				return err
+			}
+		}
+		b = p.e
+	}
+	return nil
 }
 
 // read reads one chunk.

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/safetensors-go/safetensors"
@@ -37,8 +38,11 @@ func (e *retryable) Unwrap() error { return e.err }
 func (o *object) withRetries(ctx context.Context, try func() error) error {
 	for attempt := 0; ; attempt++ {
 		err := try()
-		var r *retryable
-		if err == nil || !errors.As(err, &r) {
+		if err == nil {
+			return nil
+		}
+		var r *retryable // on the heap: declared here, it costs a success nothing
+		if !errors.As(err, &r) {
 			return err
 		}
 		if attempt >= o.cfg.retries || ctx.Err() != nil {
@@ -60,48 +64,146 @@ func (o *object) withRetries(ctx context.Context, try func() error) error {
 }
 
 // An exchange is one request and its response, watched for stalls: a
-// timer cancels its context when no progress was made for the stall
-// timeout.
+// timer ends the request's context when no progress was made for the
+// stall timeout.
+//
+// Exchanges are pooled, so that a read allocates nothing of its own: one
+// whose response was read to its end, whose body is closed and whose
+// context has not ended is reused, with its context, its stall timer, its
+// request and that request's header; any other is dropped. Reusing an
+// *http.Request once its response's body is closed is what net/http's
+// RoundTripper contract allows ("Callers should not mutate or reuse the
+// request until the Response's Body has been closed"); one exchange has
+// one request in flight at a time.
 type exchange struct {
-	o      *object
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	timer  *time.Timer
-	resp   *http.Response
-	what   string // "GET URL bytes A-B", for errors
+	o        *object
+	off, end int64 // the range asked for; end < 0 for the whole object
+
+	ctx    requestContext          // the request's context
+	cancel context.CancelCauseFunc // ends ctx.done, with the cause
+	timer  *time.Timer             // the stall timer: cancels with ErrStalled
+	armed  bool                    // the timer was started for this request
+	fired  bool                    // the timer fired during this request
+	// stopWatch stops the watch of the caller's context that ends ctx when
+	// it ends, or is nil for a caller's context that never ends.
+	stopWatch   func() bool
+	callerEnded func() // what the watch runs: cancel with the caller's cause
+
+	req  *http.Request
+	resp *http.Response
+	ok   bool // the response was read whole: the exchange can be reused
+
+	rangeBuf [len("bytes=-") + 2*20]byte // for the Range header's value
+	rangeVal [1]string                   // the Range header's values
+	extra    [1]byte                     // for the read that must find the body's end
+}
+
+// A requestContext is the context of an exchange's request: the caller's
+// values and deadline, and the end of a context of the exchange's own,
+// done, which the stall timer and the caller's end (through
+// context.AfterFunc) cancel. done lives as long as the exchange; the
+// caller's context changes with each request.
+//
+// done answers Value for the context package's own key, with its
+// *cancelCtx, as the contexts of context.WithValue do: so net/http's
+// context of each request, derived from this one, registers with done
+// rather than watch it from a goroutine, and allocates nothing for it
+// once warm.
+//
+// net/http may ask for a value after the request ended: a connection it
+// dialed for the request, which got another one first, goes on dialing
+// with the request's values (context.WithoutCancel). mu makes that safe;
+// such a dial then gets no value, or those of the exchange's next
+// request, while it runs.
+type requestContext struct {
+	done context.Context
+
+	mu     sync.Mutex
+	caller context.Context // nil between requests
+}
+
+func (c *requestContext) Done() <-chan struct{} { return c.done.Done() }
+func (c *requestContext) Err() error            { return c.done.Err() }
+
+func (c *requestContext) Deadline() (time.Time, bool) {
+	if caller := c.get(); caller != nil {
+		return caller.Deadline()
+	}
+	return time.Time{}, false
+}
+
+func (c *requestContext) Value(key any) any {
+	// done holds no values but the context package's: every other key
+	// is the caller's.
+	if v := c.done.Value(key); v != nil {
+		return v
+	}
+	if caller := c.get(); caller != nil {
+		return caller.Value(key)
+	}
+	return nil
+}
+
+func (c *requestContext) get() context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.caller
+}
+
+func (c *requestContext) set(caller context.Context) {
+	c.mu.Lock()
+	c.caller = caller
+	c.mu.Unlock()
+}
+
+// exchanges holds the exchanges that can be reused.
+var exchanges = sync.Pool{New: func() any { return newExchange() }}
+
+func newExchange() *exchange {
+	x := &exchange{}
+	x.ctx.done, x.cancel = context.WithCancelCause(context.Background())
+	x.timer = time.AfterFunc(time.Hour, func() { x.cancel(ErrStalled) })
+	x.timer.Stop()
+	x.callerEnded = func() { x.cancel(context.Cause(x.ctx.get())) }
+	// The URL is the object's, set by send.
+	x.req, _ = http.NewRequestWithContext(&x.ctx, http.MethodGet, "/", nil)
+	return x
 }
 
 // send sends a GET of the object, for the bytes [off, end] when end >= 0,
-// with the pinned version's preconditions.
-func (o *object) send(ctx context.Context, off, end int64, what string) (*exchange, error) {
-	x := &exchange{o: o, what: what}
-	x.ctx, x.cancel = context.WithCancelCause(ctx)
+// with the pinned version's preconditions, under ctx.
+func (o *object) send(ctx context.Context, off, end int64) (*exchange, error) {
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("%s: %w", o.what(off, end), context.Cause(ctx))
+	}
+	x := exchanges.Get().(*exchange)
+	x.o, x.off, x.end = o, off, end
+	x.ctx.set(ctx)
+	if ctx.Done() != nil {
+		x.stopWatch = context.AfterFunc(ctx, x.callerEnded)
+	}
 	if o.cfg.stall > 0 {
-		x.timer = time.AfterFunc(o.cfg.stall, func() { x.cancel(ErrStalled) })
+		x.timer.Reset(o.cfg.stall)
+		x.armed = true
 	}
-	req, err := http.NewRequestWithContext(x.ctx, http.MethodGet, o.url, nil)
-	if err != nil {
-		x.close()
-		return nil, fmt.Errorf("safetensors: %w", err)
-	}
+	req := x.req
+	req.URL, req.Host = o.reqURL, o.reqHost
+	h := req.Header
+	clear(h) // of the last request, which a cookie jar may have added to
 	for k, v := range o.cfg.header {
-		req.Header[k] = v
+		h[k] = v
 	}
 	if end >= 0 {
-		req.Header.Set("Range", "bytes="+strconv.FormatInt(off, 10)+"-"+strconv.FormatInt(end, 10))
-	}
-	if end >= 0 {
-		switch {
-		case o.etag != "":
-			req.Header.Set("If-Range", o.etag)
-		case o.lastModified != "":
-			req.Header.Set("If-Range", o.lastModified)
+		x.rangeVal[0] = x.rangeHeader(off, end)
+		h["Range"] = x.rangeVal[:]
+		if o.ifRange != nil {
+			h["If-Range"] = o.ifRange
 		}
 	}
 	o.requests.Add(1)
 	resp, err := o.client.Do(req)
 	if err != nil {
-		err = x.netError(ctx, err)
+		err = x.netError(err)
 		x.close()
 		return nil, err
 	}
@@ -110,16 +212,42 @@ func (o *object) send(ctx context.Context, off, end int64, what string) (*exchan
 	return x, nil
 }
 
+// rangeHeader returns the Range header's value for the bytes [off, end],
+// "bytes=OFF-END": the one allocation a request of this package's own. It
+// cannot be a string over a buffer that the next request rewrites, as
+// net/http keeps header values beyond the request: HTTP/2's header
+// compression (HPACK) keeps them in the connection's table, to send an
+// index instead of a value that repeats.
+func (x *exchange) rangeHeader(off, end int64) string {
+	b := append(x.rangeBuf[:0], "bytes="...)
+	b = strconv.AppendInt(b, off, 10)
+	b = append(b, '-')
+	b = strconv.AppendInt(b, end, 10)
+	return string(b)
+}
+
+// what describes a request for the bytes [off, end] of the object (the
+// whole object when end < 0), for errors: "GET URL bytes A-B".
+func (o *object) what(off, end int64) string {
+	if end < 0 {
+		return "GET " + o.url
+	}
+	return "GET " + o.url + " bytes " + strconv.FormatInt(off, 10) + "-" + strconv.FormatInt(end, 10)
+}
+
+// what describes the exchange's request, for errors.
+func (x *exchange) what() string { return x.o.what(x.off, x.end) }
+
 // netError describes err, from a request or its body, and makes it
 // retryable unless the caller's context ended.
-func (x *exchange) netError(parent context.Context, err error) error {
-	if parent.Err() != nil {
-		return fmt.Errorf("%s: %w", x.what, context.Cause(parent))
+func (x *exchange) netError(err error) error {
+	if parent := x.ctx.get(); parent.Err() != nil {
+		return fmt.Errorf("%s: %w", x.what(), context.Cause(parent))
 	}
-	if errors.Is(context.Cause(x.ctx), ErrStalled) {
-		return &retryable{err: fmt.Errorf("%w: %s: nothing for %v", ErrStalled, x.what, x.o.cfg.stall)}
+	if errors.Is(context.Cause(x.ctx.done), ErrStalled) {
+		return &retryable{err: fmt.Errorf("%w: %s: nothing for %v", ErrStalled, x.what(), x.o.cfg.stall)}
 	}
-	err = fmt.Errorf("safetensors: %s: %w", x.what, err)
+	err = fmt.Errorf("safetensors: %s: %w", x.what(), err)
 	var op *net.OpError
 	var dns *net.DNSError
 	if errors.As(err, &dns) || errors.As(err, &op) && op.Op == "dial" {
@@ -130,20 +258,35 @@ func (x *exchange) netError(parent context.Context, err error) error {
 
 // progress restarts the stall timer.
 func (x *exchange) progress() {
-	if x.timer != nil {
-		x.timer.Reset(x.o.cfg.stall)
+	if x.armed && !x.timer.Reset(x.o.cfg.stall) {
+		x.fired = true // and ended the context, or is about to
 	}
 }
 
-// close closes the response, if any, and stops the timer.
+// close closes the response, if any, stops the timer and the watch of
+// the caller's context, and puts the exchange back in the pool if it
+// can be reused: only after a response read whole, whose context is
+// still alive and will stay so (neither the timer's function nor the
+// watch's has started).
 func (x *exchange) close() {
-	if x.timer != nil {
-		x.timer.Stop()
-	}
+	reuse := x.ok
 	if x.resp != nil {
 		x.resp.Body.Close()
 	}
-	x.cancel(nil)
+	if x.armed && !x.timer.Stop() || x.fired {
+		reuse = false
+	}
+	if x.stopWatch != nil && !x.stopWatch() {
+		reuse = false // callerEnded runs, or ran
+	}
+	if !reuse || x.ctx.done.Err() != nil {
+		x.cancel(nil) // dropped: whatever net/http still does for it ends
+		return
+	}
+	x.ctx.set(nil)
+	x.o, x.resp, x.stopWatch = nil, nil, nil
+	x.armed, x.ok = false, false
+	exchanges.Put(x)
 }
 
 // Read reads the body, restarting the stall timer on progress.
@@ -156,19 +299,19 @@ func (x *exchange) Read(p []byte) (int, error) {
 }
 
 // readFull fills p from the body, which must hold exactly len(p) bytes
-// more; parent is the caller's context. It returns how many bytes arrived.
-func (x *exchange) readFull(parent context.Context, p []byte) (int, error) {
+// more. It returns how many bytes arrived.
+func (x *exchange) readFull(p []byte) (int, error) {
 	n, err := io.ReadFull(x, p)
 	if err == io.EOF || err == io.ErrUnexpectedEOF {
-		return n, &retryable{err: fmt.Errorf("%w: %s: the response ended after %d of %d bytes: %w", ErrBadResponse, x.what, n, len(p), io.ErrUnexpectedEOF)}
+		return n, &retryable{err: fmt.Errorf("%w: %s: the response ended after %d of %d bytes: %w", ErrBadResponse, x.what(), n, len(p), io.ErrUnexpectedEOF)}
 	}
 	if err != nil {
-		return n, x.netError(parent, err)
+		return n, x.netError(err)
 	}
-	var extra [1]byte
-	if m, _ := io.ReadFull(x, extra[:]); m > 0 {
-		return n, fmt.Errorf("%w: %s: the response is longer than the %d bytes asked for", ErrBadResponse, x.what, len(p))
+	if m, _ := io.ReadFull(x, x.extra[:]); m > 0 {
+		return n, fmt.Errorf("%w: %s: the response is longer than the %d bytes asked for", ErrBadResponse, x.what(), len(p))
 	}
+	x.ok = true
 	return n, nil
 }
 
@@ -179,7 +322,7 @@ func (x *exchange) readFull(parent context.Context, p []byte) (int, error) {
 func (x *exchange) statusError() error {
 	resp := x.resp
 	if resp.StatusCode == http.StatusPreconditionFailed {
-		return fmt.Errorf("%w: %s: %s: the object is no longer the version %s", ErrChanged, x.what, resp.Status, x.o.version())
+		return fmt.Errorf("%w: %s: %s: the object is no longer the version %s", ErrChanged, x.what(), resp.Status, x.o.version())
 	}
 	err := x.newStatusError()
 	switch c := resp.StatusCode; {
@@ -228,12 +371,12 @@ func (x *exchange) checkVersion() error {
 	switch {
 	case o.etag != "" && etag != "" && etag != o.etag,
 		o.weakETag != "" && etag != "" && etag != o.weakETag:
-		return fmt.Errorf("%w: %s: the ETag was %s and is now %s", ErrChanged, x.what, o.etag+o.weakETag, etag)
+		return fmt.Errorf("%w: %s: the ETag was %s and is now %s", ErrChanged, x.what(), o.etag+o.weakETag, etag)
 	case (o.etag != "" || o.weakETag != "") && etag == "":
-		return fmt.Errorf("%w: %s: the ETag was %s and is now gone", ErrChanged, x.what, o.etag+o.weakETag)
+		return fmt.Errorf("%w: %s: the ETag was %s and is now gone", ErrChanged, x.what(), o.etag+o.weakETag)
 	}
 	if lm := h.Get("Last-Modified"); o.lastModified != "" && lm != "" && lm != o.lastModified {
-		return fmt.Errorf("%w: %s: it was last modified %s and is now last modified %s", ErrChanged, x.what, o.lastModified, lm)
+		return fmt.Errorf("%w: %s: it was last modified %s and is now last modified %s", ErrChanged, x.what(), o.lastModified, lm)
 	}
 	return nil
 }
@@ -295,8 +438,7 @@ func (o *object) readRange(ctx context.Context, p []byte, off int64) (int, error
 // and returns how many arrived.
 func (o *object) tryRange(ctx context.Context, p []byte, off int64) (int, error) {
 	last := off + int64(len(p)) - 1
-	what := fmt.Sprintf("GET %s bytes %d-%d", o.url, off, last)
-	x, err := o.send(ctx, off, last, what)
+	x, err := o.send(ctx, off, last)
 	if err != nil {
 		return 0, err
 	}
@@ -309,12 +451,12 @@ func (o *object) tryRange(ctx context.Context, p []byte, off int64) (int, error)
 		if err := x.checkVersion(); err != nil {
 			return 0, err
 		}
-		return 0, fmt.Errorf("%w: %s: 200 OK with the whole object of the same version, from a server that honoured ranges before", ErrBadResponse, what)
+		return 0, fmt.Errorf("%w: %s: 200 OK with the whole object of the same version, from a server that honoured ranges before", ErrBadResponse, x.what())
 	case http.StatusRequestedRangeNotSatisfiable:
 		if _, _, total, ok := parseContentRange(resp.Header.Get("Content-Range")); ok && total >= 0 && total != o.size {
-			return 0, fmt.Errorf("%w: %s: %s: the size was %d bytes and is now %d", ErrChanged, what, resp.Status, o.size, total)
+			return 0, fmt.Errorf("%w: %s: %s: the size was %d bytes and is now %d", ErrChanged, x.what(), resp.Status, o.size, total)
 		}
-		return 0, fmt.Errorf("%w: %s: %s", ErrBadResponse, what, resp.Status)
+		return 0, fmt.Errorf("%w: %s: %s", ErrBadResponse, x.what(), resp.Status)
 	default:
 		return 0, x.statusError()
 	}
@@ -325,15 +467,15 @@ func (o *object) tryRange(ctx context.Context, p []byte, off int64) (int, error)
 	first, end, total, ok := parseContentRange(cr)
 	switch {
 	case !ok || first < 0:
-		return 0, fmt.Errorf("%w: %s: Content-Range %q", ErrBadResponse, what, cr)
+		return 0, fmt.Errorf("%w: %s: Content-Range %q", ErrBadResponse, x.what(), cr)
 	case total >= 0 && total != o.size:
-		return 0, fmt.Errorf("%w: %s: the size was %d bytes and is now %d (Content-Range %q)", ErrChanged, what, o.size, total, cr)
+		return 0, fmt.Errorf("%w: %s: the size was %d bytes and is now %d (Content-Range %q)", ErrChanged, x.what(), o.size, total, cr)
 	case first != off || end != last:
-		return 0, fmt.Errorf("%w: %s: Content-Range %q is not the range asked for", ErrBadResponse, what, cr)
+		return 0, fmt.Errorf("%w: %s: Content-Range %q is not the range asked for", ErrBadResponse, x.what(), cr)
 	case resp.ContentLength >= 0 && resp.ContentLength != int64(len(p)):
-		return 0, fmt.Errorf("%w: %s: Content-Length %d for %d bytes", ErrBadResponse, what, resp.ContentLength, len(p))
+		return 0, fmt.Errorf("%w: %s: Content-Length %d for %d bytes", ErrBadResponse, x.what(), resp.ContentLength, len(p))
 	}
-	return x.readFull(ctx, p)
+	return x.readFull(p)
 }
 
 // probe makes the first request, for the first probeLen bytes, and sets
@@ -343,13 +485,13 @@ func (o *object) probe(ctx context.Context) error {
 }
 
 func (o *object) tryProbe(ctx context.Context) error {
-	what := fmt.Sprintf("GET %s bytes 0-%d", o.url, probeLen-1)
-	x, err := o.send(ctx, 0, probeLen-1, what)
+	x, err := o.send(ctx, 0, probeLen-1)
 	if err != nil {
 		return err
 	}
 	defer x.close()
 	resp := x.resp
+	what := x.what()
 	switch resp.StatusCode {
 	case http.StatusPartialContent, http.StatusOK:
 	case http.StatusRequestedRangeNotSatisfiable:
@@ -367,7 +509,7 @@ func (o *object) tryProbe(ctx context.Context) error {
 	o.setVersion(resp.Header)
 	o.published = publishedOf(resp)
 	if resp.StatusCode == http.StatusOK {
-		return o.readHead(ctx, x)
+		return o.readHead(x)
 	}
 	cr := resp.Header.Get("Content-Range")
 	first, last, total, ok := parseContentRange(cr)
@@ -380,7 +522,7 @@ func (o *object) tryProbe(ctx context.Context) error {
 		return fmt.Errorf("%w: %s: Content-Length %d for %d bytes", ErrBadResponse, what, resp.ContentLength, last+1)
 	}
 	head := make([]byte, last+1)
-	if _, err := x.readFull(ctx, head); err != nil {
+	if _, err := x.readFull(head); err != nil {
 		return err
 	}
 	o.size, o.head, o.ranged = total, head, true
@@ -429,13 +571,22 @@ func (o *object) setVersion(h http.Header) {
 		o.etag = etag
 	}
 	o.lastModified = h.Get("Last-Modified")
+	// The If-Range of every later request: the strong ETag, else the
+	// date. A weak ETag cannot be sent, as If-Range compares strongly.
+	o.ifRange = nil
+	switch {
+	case o.etag != "":
+		o.ifRange = []string{o.etag}
+	case o.lastModified != "":
+		o.ifRange = []string{o.lastModified}
+	}
 }
 
 // readHead reads the start of a 200 OK answer to the probe, from a server
 // that ignores Range: the first probeLen bytes, and the rest of the header
 // when its length prefix says there is more, growing the buffer as bytes
 // arrive so that a false length costs no more than the bytes sent.
-func (o *object) readHead(ctx context.Context, x *exchange) error {
+func (o *object) readHead(x *exchange) error {
 	size := x.resp.ContentLength
 	if size < 0 {
 		// Such as a web page, sent compressed: if its first bytes say
@@ -447,16 +598,16 @@ func (o *object) readHead(ctx context.Context, x *exchange) error {
 				return headerError(o.url, head[:n], err)
 			}
 		}
-		return fmt.Errorf("%w: %s: 200 OK without Content-Length, so the size is unknown", ErrNoRange, x.what)
+		return fmt.Errorf("%w: %s: 200 OK without Content-Length, so the size is unknown", ErrNoRange, x.what())
 	}
 	want := min(size, probeLen)
 	if size >= 8 {
 		var prefix [8]byte
 		if _, err := io.ReadFull(x, prefix[:]); err != nil {
 			if err == io.EOF || err == io.ErrUnexpectedEOF {
-				return &retryable{err: fmt.Errorf("%w: %s: the response ended early: %w", ErrBadResponse, x.what, io.ErrUnexpectedEOF)}
+				return &retryable{err: fmt.Errorf("%w: %s: the response ended early: %w", ErrBadResponse, x.what(), io.ErrUnexpectedEOF)}
 			}
-			return x.netError(ctx, err)
+			return x.netError(err)
 		}
 		if n := binary.LittleEndian.Uint64(prefix[:]); n <= safetensors.MaxHeaderSize && int64(n) <= size-8 {
 			want = max(want, 8+int64(n))
@@ -464,17 +615,17 @@ func (o *object) readHead(ctx context.Context, x *exchange) error {
 		var buf bytes.Buffer
 		buf.Write(prefix[:])
 		if m, err := io.Copy(&buf, io.LimitReader(x, want-8)); err != nil {
-			return x.netError(ctx, err)
+			return x.netError(err)
 		} else if m < want-8 {
-			return &retryable{err: fmt.Errorf("%w: %s: the response ended after %d of %d bytes: %w", ErrBadResponse, x.what, 8+m, size, io.ErrUnexpectedEOF)}
+			return &retryable{err: fmt.Errorf("%w: %s: the response ended after %d of %d bytes: %w", ErrBadResponse, x.what(), 8+m, size, io.ErrUnexpectedEOF)}
 		}
 		o.head = buf.Bytes()
 	} else {
 		o.head = make([]byte, size)
 		if _, err := io.ReadFull(x, o.head); err == io.EOF || err == io.ErrUnexpectedEOF {
-			return &retryable{err: fmt.Errorf("%w: %s: the response ended early: %w", ErrBadResponse, x.what, io.ErrUnexpectedEOF)}
+			return &retryable{err: fmt.Errorf("%w: %s: the response ended early: %w", ErrBadResponse, x.what(), io.ErrUnexpectedEOF)}
 		} else if err != nil {
-			return x.netError(ctx, err)
+			return x.netError(err)
 		}
 	}
 	o.size, o.ranged = size, false

@@ -89,6 +89,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -257,6 +258,24 @@ type object struct {
 
 	requests  atomic.Int64
 	published Published
+
+	// What each request is sent with: the URL parsed once, and
+	// the If-Range that pins the version (nil until the first response).
+	reqURL  *url.URL
+	reqHost string
+	ifRange []string
+}
+
+// newObject returns the object at rawURL, before any request.
+func newObject(client *http.Client, rawURL string, cfg *config) (*object, error) {
+	req, err := http.NewRequest(http.MethodGet, rawURL, nil)
+	if err != nil {
+		return nil, fmt.Errorf("safetensors: %w", err)
+	}
+	if client == nil {
+		client = DefaultClient
+	}
+	return &object{client: client, url: rawURL, cfg: cfg, reqURL: req.URL, reqHost: req.Host}, nil
 }
 
 // OpenFile returns a File that reads the object at url, after one
@@ -281,10 +300,10 @@ func OpenFile(ctx context.Context, client *http.Client, url string, opts ...Opti
 	if err != nil {
 		return nil, err
 	}
-	if client == nil {
-		client = DefaultClient
+	o, err := newObject(client, url, cfg)
+	if err != nil {
+		return nil, err
 	}
-	o := &object{client: client, url: url, cfg: cfg}
 	if err := o.probe(ctx); err != nil {
 		return nil, err
 	}
@@ -418,14 +437,13 @@ func ReadFile(ctx context.Context, client *http.Client, url string, limit int64,
 	if err != nil {
 		return nil, err
 	}
-	if client == nil {
-		client = DefaultClient
+	o, err := newObject(client, url, cfg)
+	if err != nil {
+		return nil, err
 	}
-	o := &object{client: client, url: url, cfg: cfg}
 	var data []byte
 	err = o.withRetries(ctx, func() error {
-		what := "GET " + url
-		x, err := o.send(ctx, 0, -1, what)
+		x, err := o.send(ctx, 0, -1)
 		if err != nil {
 			return err
 		}
@@ -434,15 +452,16 @@ func ReadFile(ctx context.Context, client *http.Client, url string, limit int64,
 		case code != http.StatusOK:
 			return x.statusError()
 		case x.resp.ContentLength > limit:
-			return fmt.Errorf("safetensors: %s: %d bytes, more than %d", what, x.resp.ContentLength, limit)
+			return fmt.Errorf("safetensors: %s: %d bytes, more than %d", x.what(), x.resp.ContentLength, limit)
 		}
 		body, err := io.ReadAll(io.LimitReader(x, limit+1))
 		if err != nil {
-			return x.netError(ctx, err)
+			return x.netError(err)
 		}
 		if int64(len(body)) > limit {
-			return fmt.Errorf("safetensors: %s: more than %d bytes", what, limit)
+			return fmt.Errorf("safetensors: %s: more than %d bytes", x.what(), limit)
 		}
+		x.ok = true // read to its end
 		data = body
 		return nil
 	})

@@ -835,33 +835,56 @@ func TestHeader(t *testing.T) {
 	assert.Error(t, err)
 }
 
-// TestConcurrentReads reads tensors from many goroutines: -race checks the
-// File.
+// TestConcurrentReads reads tensors from many goroutines, each under a
+// context of its own, over HTTP/1.1 and over HTTP/2 (as the Hugging Face
+// Hub and content delivery networks serve): -race checks the File and the
+// reuse of its exchanges (their requests and contexts) from request to
+// request.
 func TestConcurrentReads(t *testing.T) {
-	srv, data, _ := serve(t, "valid/many_5000.safetensors")
-	r, err := Open(context.Background(), srv.Client(), srv.URL)
-	require.NoError(t, err)
+	data := corpus(t, "valid/many_5000.safetensors")
 	local, _ := safetensors.NewReader(data)
-	names := r.Names()
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for g := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := g; i < len(names); i += 8 * 50 {
-				got, err := r.Tensor(names[i])
-				want, _ := local.Tensor(names[i])
-				if err != nil || !bytes.Equal(got.Data, want.Data) {
-					errs <- errors.Join(err, fmt.Errorf("tensor %s", names[i]))
-					return
-				}
+	for _, proto := range []string{"HTTP/1.1", "HTTP/2.0"} {
+		t.Run(proto, func(t *testing.T) {
+			var protos sync.Map
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				protos.Store(r.Proto, true)
+				http.ServeContent(w, r, "model.safetensors", time.Time{}, bytes.NewReader(data))
+			}))
+			if proto == "HTTP/2.0" {
+				srv.EnableHTTP2 = true
+				srv.StartTLS()
+			} else {
+				srv.Start()
 			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
+			defer srv.Close()
+			r, err := Open(context.Background(), srv.Client(), srv.URL)
+			require.NoError(t, err)
+			names := r.Names()
+			var wg sync.WaitGroup
+			errs := make(chan error, 8)
+			for g := range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					ctx, cancel := context.WithCancel(context.Background())
+					defer cancel()
+					for i := g; i < len(names); i += 8 * 50 {
+						got, err := r.TensorContext(ctx, names[i])
+						want, _ := local.Tensor(names[i])
+						if err != nil || !bytes.Equal(got.Data, want.Data) {
+							errs <- errors.Join(err, fmt.Errorf("tensor %s", names[i]))
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+			_, ok := protos.Load(proto)
+			assert.True(t, ok, "the requests were %s", proto)
+		})
 	}
 }

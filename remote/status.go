@@ -110,7 +110,7 @@ func (x *exchange) newStatusError() *StatusError {
 		Status:     resp.Status,
 		URL:        x.o.url,
 		Body:       msg,
-		what:       x.what,
+		what:       x.what(),
 		credential: sentCredentials(resp, x.o.cfg),
 		hubError:   resp.Header.Get("X-Error-Code"),
 	}

@@ -66,6 +66,7 @@ type ManifestOption func(*manifestConfig)
 type manifestConfig struct {
 	loader   *load.Loader
 	progress func(done, total uint64)
+	files    *load.Digests // for the files' SHA-256 too (verify's one read)
 }
 
 // ManifestLoader returns an option that reads the model with l in place
@@ -91,13 +92,19 @@ func ManifestOf(ctx context.Context, src load.Source, opts ...ManifestOption) (*
 	for _, o := range opts {
 		o(&cfg)
 	}
-	l := cfg.loader
-	if l == nil {
-		l = &load.Loader{}
-	}
 	sections, err := src.DataSections()
 	if err != nil {
 		return nil, err
+	}
+	return sectionsManifest(ctx, sections, &cfg)
+}
+
+// sectionsManifest is ManifestOf of the data sections; with cfg.files, its read
+// pass also computes the SHA-256 of each file (load.HashFiles) into it.
+func sectionsManifest(ctx context.Context, sections []safetensors.DataSection, cfg *manifestConfig) (*Manifest, error) {
+	l := cfg.loader
+	if l == nil {
+		l = &load.Loader{}
 	}
 	files := map[string]string{}
 	var total uint64
@@ -113,7 +120,11 @@ func ManifestOf(ctx context.Context, src load.Source, opts ...ManifestOption) (*
 	var d load.Digests
 	m := &Manifest{Tensors: make([]ManifestTensor, 0, len(files))}
 	var done uint64
-	for t, err := range l.Load(ctx, sectionsSource(sections), load.DigestTensors(&d)) {
+	opts := []load.Option{load.DigestTensors(&d)}
+	if cfg.files != nil {
+		opts = append(opts, load.HashFiles(cfg.files))
+	}
+	for t, err := range l.Load(ctx, sectionsSource(sections), opts...) {
 		if err != nil {
 			return nil, err
 		}

@@ -19,11 +19,13 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/safetensors-go/safetensors"
 	"github.com/safetensors-go/safetensors/checkpoint"
 	"github.com/safetensors-go/safetensors/internal/digest"
 	"github.com/safetensors-go/safetensors/internal/filekind"
 	"github.com/safetensors-go/safetensors/internal/parallel"
 	"github.com/safetensors-go/safetensors/internal/regular"
+	"github.com/safetensors-go/safetensors/load"
 	"github.com/safetensors-go/safetensors/remote"
 	"github.com/safetensors-go/safetensors/signing"
 )
@@ -113,9 +115,13 @@ func Signature(name string, data []byte, v *signing.Verifier) Option {
 // tensor digests (ReadManifest; 'safetensors inspect --digests' writes
 // one), which name designates in messages: each safetensors file gets a
 // RefTensorDigests check, and Report.Tensors says which tensors changed,
-// are missing or extra. The tensors are read for it apart from the
-// files' hashing (a second read, from the page cache where the files fit
-// in it).
+// are missing or extra. Each byte is read once: the read of the tensors
+// (a load.Loader's, which computes their digests in parallel) also
+// computes the SHA-256 of each safetensors file of the model
+// (load.HashFiles), which the files' own hashing then leaves out; but a
+// file whose git SHA-1 is asked (a small file kept in git) is hashed on
+// its own, and so are the model's files if the read of its tensors fails
+// (Report.TensorsErr says why).
 func TensorDigests(name string, m *Manifest) Option {
 	return func(o *options) error {
 		if m == nil {
@@ -306,16 +312,18 @@ func Model(ctx context.Context, target string, opts ...Option) (*Report, error) 
 		r.Structure = err
 	}
 	if remote.IsURL(target) {
-		if err := verifyRemote(ctx, ck, r, o); err != nil {
+		tr, err := verifyRemote(ctx, ck, r, o)
+		if err != nil {
 			return nil, err
 		}
-		tensorChecks(ctx, ck, r, o)
+		tensorChecks(ctx, ck, r, o, tr)
 		return r, nil
 	}
-	if err := verifyLocal(ctx, target, ck, r, o); err != nil {
+	tr, err := verifyLocal(ctx, target, ck, r, o)
+	if err != nil {
 		return nil, err
 	}
-	tensorChecks(ctx, ck, r, o)
+	tensorChecks(ctx, ck, r, o, tr)
 	if noModel != nil && len(r.Files) == 0 {
 		return nil, noModel // nothing at all to verify
 	}
@@ -336,24 +344,43 @@ type job struct {
 	open  func() (io.ReaderAt, int64, func(), error)
 }
 
-// hashAll hashes every job's file, big files first, on every core,
-// setting SHA256 (and the git SHA-1 into gits, by index) or Err.
-func hashAll(ctx context.Context, jobs []job, workers int, o *options) []string {
-	order := make([]int, len(jobs))
-	var total uint64
-	for i := range order {
-		order[i] = i
-		total += uint64(max(jobs[i].file.Size, 0))
+// meter reports the bytes hashed so far, of total, to report (if any),
+// from any goroutine.
+type meter struct {
+	report func(done, total uint64)
+	total  uint64
+	done   atomic.Uint64
+}
+
+// newMeter returns the meter of the files' bytes.
+func newMeter(report func(done, total uint64), files []File) *meter {
+	m := &meter{report: report}
+	for _, f := range files {
+		m.total += uint64(max(f.Size, 0))
+	}
+	return m
+}
+
+func (m *meter) add(n uint64) {
+	if m.report != nil {
+		m.report(m.done.Add(n), m.total)
+	}
+}
+
+// hashAll hashes the file of every job whose SHA256 is not known yet,
+// big files first, on every core, setting SHA256 (and the git SHA-1 into
+// gits, by index) or Err.
+func hashAll(ctx context.Context, jobs []job, workers int, m *meter) []string {
+	var order []int
+	for i := range jobs {
+		if jobs[i].file.SHA256 == "" {
+			order = append(order, i)
+		}
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return int(min(max(jobs[b].file.Size-jobs[a].file.Size, -1), 1)) })
 	gits := make([]string, len(jobs))
 	bufs := make([][2][]byte, workers)
-	var done atomic.Uint64
-	report := func(n int) {
-		if o.progress != nil {
-			o.progress(done.Add(uint64(n)), total)
-		}
-	}
+	report := func(n int) { m.add(uint64(n)) }
 	parallel.For(ctx, len(order), workers, func(worker, k int) error {
 		i := order[k]
 		j := jobs[i]
@@ -395,11 +422,12 @@ func hashAll(ctx context.Context, jobs []job, workers int, o *options) []string 
 	return gits
 }
 
-// verifyLocal verifies a model on disk.
-func verifyLocal(ctx context.Context, target string, ck *checkpoint.Checkpoint, r *Report, o *options) error {
+// verifyLocal verifies a model on disk, and returns the read of its
+// tensors for the manifest of o, if any.
+func verifyLocal(ctx context.Context, target string, ck *checkpoint.Checkpoint, r *Report, o *options) (*tensorRead, error) {
 	dir, only := target, ""
 	if info, err := os.Stat(target); err != nil {
-		return err
+		return nil, err
 	} else if !info.IsDir() {
 		dir, only = filepath.Dir(target), filepath.Base(target)
 	} else if ck != nil {
@@ -410,7 +438,7 @@ func verifyLocal(ctx context.Context, target string, ck *checkpoint.Checkpoint, 
 	r.Dir = dir
 	folder, err := signing.OpenFolder(dir)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer folder.Close()
 	ignore := slices.Clone(signing.GitPaths)
@@ -423,11 +451,11 @@ func verifyLocal(ctx context.Context, target string, ck *checkpoint.Checkpoint, 
 	if only != "" {
 		info, err := os.Stat(target)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		files = []signing.File{{Name: only, Size: info.Size(), Link: folder.Readlink(only)}}
 	} else if files, err = folder.Files(ignore); err != nil {
-		return err
+		return nil, err
 	}
 	refs := gitRefs(ctx, dir)
 	r.Files = make([]File, len(files))
@@ -449,7 +477,22 @@ func verifyLocal(ctx context.Context, target string, ck *checkpoint.Checkpoint, 
 			return fh, info.Size(), func() { fh.Close() }, nil
 		}}
 	}
-	gits := hashAll(ctx, jobs, runtime.GOMAXPROCS(0), o)
+	m := newMeter(o.progress, r.Files)
+	// A file's SHA-256 is computed in the read of the tensors, if it is a
+	// file of ck that no git SHA-1 is asked of: the file the folder holds.
+	tr := readTensors(ctx, ck, r, o, m, func(ds safetensors.DataSection, i int) bool {
+		if jobs[i].gitSHA1 || ds.Info == nil {
+			return false
+		}
+		fh, err := folder.Open(r.Files[i].Name)
+		if err != nil {
+			return false
+		}
+		defer fh.Close()
+		info, err := fh.Stat()
+		return err == nil && os.SameFile(info, ds.Info)
+	})
+	gits := hashAll(ctx, jobs, runtime.GOMAXPROCS(0), m)
 	for i, f := range files {
 		rf := &r.Files[i]
 		if rf.Err != nil {
@@ -475,7 +518,7 @@ func verifyLocal(ctx context.Context, target string, ck *checkpoint.Checkpoint, 
 	if o.sig != nil {
 		signatureChecks(ctx, dir, r, o, sigIgnore)
 	}
-	return nil
+	return tr, nil
 }
 
 // snapshotOf returns the snapshot that refs/main names, for dir the cache
@@ -619,9 +662,9 @@ const (
 
 // verifyRemote verifies a model over HTTP: its safetensors files and
 // indexes, each read once, against what the server says of them.
-func verifyRemote(ctx context.Context, ck *checkpoint.Checkpoint, r *Report, o *options) error {
+func verifyRemote(ctx context.Context, ck *checkpoint.Checkpoint, r *Report, o *options) (*tensorRead, error) {
 	if ck == nil {
-		return r.Structure
+		return nil, r.Structure
 	}
 	r.Dir = ck.Dir()
 	names := ck.Files()
@@ -659,7 +702,13 @@ func verifyRemote(ctx context.Context, ck *checkpoint.Checkpoint, r *Report, o *
 		jobs[i] = job{file: &r.Files[i], gitSHA1: pubs[i].LinkedETag == "" && isHex(pubs[i].ETag, 40), chunk: remoteChunk,
 			open: func() (io.ReaderAt, int64, func(), error) { return f, f.Size(), func() {}, nil }}
 	}
-	gits := hashAll(ctx, jobs, remoteWorkers, o)
+	m := newMeter(o.progress, r.Files)
+	// A file's SHA-256 is computed in the read of the tensors, if it is a
+	// file of ck that no git SHA-1 is asked of: the URL opened.
+	tr := readTensors(ctx, ck, r, o, m, func(ds safetensors.DataSection, i int) bool {
+		return !jobs[i].gitSHA1 && r.Files[i].Err == nil && ds.Name == urls[i]
+	})
+	gits := hashAll(ctx, jobs, remoteWorkers, m)
 	for i := range r.Files {
 		f, p := &r.Files[i], pubs[i]
 		if f.Err != nil {
@@ -677,7 +726,7 @@ func verifyRemote(ctx context.Context, ck *checkpoint.Checkpoint, r *Report, o *
 			f.Checks = append(f.Checks, Check{Reference: RefETag, Algorithm: GitSHA1, Source: urls[i], Expected: p.ETag, Actual: gits[i], Holds: p.ETag == gits[i]})
 		}
 	}
-	return nil
+	return tr, nil
 }
 
 func isHex(s string, n int) bool {
@@ -688,21 +737,81 @@ func isHex(s string, n int) bool {
 	return err == nil && strings.ToLower(s) == s
 }
 
-// tensorChecks checks the tensors of ck against the manifest of o, if
-// any, and adds a RefTensorDigests check to each safetensors file of r.
-func tensorChecks(ctx context.Context, ck *checkpoint.Checkpoint, r *Report, o *options) {
+// tensorRead is the read of a model's tensors for the manifest of
+// TensorDigests.
+type tensorRead struct {
+	got *Manifest // the model's tensors, or nil
+	err error     // why they could not be read
+}
+
+// readTensors reads the tensors of ck once, for the manifest of o (nil
+// where there is none, or no ck), and in the same pass computes the
+// SHA-256 of its files, each of which is a file of r (same(ds, i) says
+// which), setting their SHA256: those the files' own hashing then leaves
+// out. Where a file of ck is none of r's, or one that same refuses (a
+// file whose git SHA-1 is asked), the files are hashed on their own.
+func readTensors(ctx context.Context, ck *checkpoint.Checkpoint, r *Report, o *options, m *meter, same func(ds safetensors.DataSection, i int) bool) *tensorRead {
+	if o.manifest == nil || ck == nil {
+		return nil
+	}
+	sections, err := ck.DataSections()
+	if err != nil {
+		return &tensorRead{err: err}
+	}
+	files := make([][]int, len(sections)) // the files of r each section is
+	fused := true
+	for k, ds := range sections {
+		for i := range r.Files {
+			if same(ds, i) {
+				files[k] = append(files[k], i)
+			}
+		}
+		fused = fused && len(files[k]) > 0
+	}
+	if !fused {
+		got, err := sectionsManifest(ctx, sections, &manifestConfig{})
+		return &tensorRead{got: got, err: err}
+	}
+	var d load.Digests
+	var last uint64
+	got, err := sectionsManifest(ctx, sections, &manifestConfig{files: &d, progress: func(done, _ uint64) {
+		m.add(done - last) // the tensors' bytes, read once
+		last = done
+	}})
+	if err != nil {
+		return &tensorRead{err: err} // the files are hashed on their own
+	}
+	var rest uint64 // the headers, and any bytes no tensor covers
+	for k, ds := range sections {
+		sum, _ := d.File(ds.Name) // there: the load ended without an error
+		for _, i := range files[k] {
+			r.Files[i].SHA256 = hex.EncodeToString(sum[:])
+		}
+		rest += uint64(max(ds.Size, 0))
+		for _, t := range ds.Tensors {
+			rest -= t.DataOffsets[1] - t.DataOffsets[0]
+		}
+	}
+	m.add(rest)
+	return &tensorRead{got: got}
+}
+
+// tensorChecks checks the tensors of ck, as tr read them, against the
+// manifest of o, if any, and adds a RefTensorDigests check to each
+// safetensors file of r.
+func tensorChecks(ctx context.Context, ck *checkpoint.Checkpoint, r *Report, o *options, tr *tensorRead) {
 	if o.manifest == nil {
 		return
 	}
-	if ck == nil {
+	if ck == nil || tr == nil {
 		r.TensorsErr = fmt.Errorf("verify: %s: the tensors cannot be read, so the manifest %s was not checked", r.Model, o.manName)
 		return
 	}
-	rep, err := o.manifest.Check(ctx, ck)
-	if err != nil {
-		r.TensorsErr = fmt.Errorf("verify: %s: %w", o.manName, err)
+	if tr.err != nil {
+		r.TensorsErr = fmt.Errorf("verify: %s: %w", o.manName, tr.err)
 		return
 	}
+	rep := o.manifest.Compare(tr.got.Tensors)
 	r.Tensors = rep
 	// Each file: how many of its tensors the manifest lists with the
 	// same digest, and which differ or are not listed.

@@ -309,3 +309,81 @@ func TestSignatureGitFiles(t *testing.T) {
 	require.ErrorIs(t, r.Err(), ErrMismatch)
 	assert.Contains(t, r.Err().Error(), ".gitattributes: sha256 "+sha256Hex([]byte("changed\n")))
 }
+
+// TestTensorDigestsReadOnce verifies models against a manifest of tensor
+// digests: the one read of the tensors also gives each safetensors file's
+// SHA-256, so that a remote model is fetched once, and a local one's files
+// are checked against their references as without a manifest.
+func TestTensorDigestsReadOnce(t *testing.T) {
+	ctx := context.Background()
+	model := modelOf(t, 20<<20)
+	manifestOfBytes := func(b []byte) *Manifest {
+		p := filepath.Join(t.TempDir(), "m.safetensors")
+		require.NoError(t, os.WriteFile(p, b, 0o644))
+		r, err := safetensors.Open(p)
+		require.NoError(t, err)
+		defer r.Close()
+		m, err := ManifestOf(ctx, r)
+		require.NoError(t, err)
+		return m
+	}
+	m := manifestOfBytes(model)
+
+	// Over HTTP: the file, and the first bytes that opening it fetches
+	// (for the structure, then for the hash), at most 64 KiB each: not
+	// the tensors a second time.
+	var served atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w = countingWriter{w, &served}
+		w.Header().Set("X-Linked-Etag", `"`+sha256Hex(model)+`"`)
+		w.Header().Set("X-Linked-Size", fmt.Sprint(len(model)))
+		http.ServeContent(w, r, "model.safetensors", time.Time{}, bytes.NewReader(model))
+	}))
+	defer srv.Close()
+	var done, total uint64
+	r, err := Model(ctx, srv.URL+"/model.safetensors", TensorDigests("m.digests", m), Progress(func(d, tot uint64) { done, total = d, tot }))
+	require.NoError(t, err)
+	require.NoError(t, r.Err())
+	assert.Equal(t, sha256Hex(model), r.Files[0].SHA256)
+	assert.Equal(t, []string{RefLinkedETag, RefLinkedETag, RefTensorDigests}, references(r.Files[0]))
+	assert.Equal(t, 1, r.Tensors.Matched)
+	assert.LessOrEqual(t, served.Load(), int64(len(model))+2*64<<10)
+	assert.Equal(t, uint64(len(model)), total)
+	assert.Equal(t, total, done)
+
+	// On disk, in a cache snapshot: the weights hashed in the read of the
+	// tensors, config.json (a small file, named by its git SHA-1) on its
+	// own; each checked against its blob name.
+	config := []byte(`{"model_type": "x"}`)
+	cache := snapshot(t, map[string][]byte{"model.safetensors": model, "config.json": config}, map[string]bool{"config.json": true})
+	done, total = 0, 0
+	r, err = Model(ctx, cache, TensorDigests("m.digests", m), Progress(func(d, tot uint64) { done, total = d, tot }))
+	require.NoError(t, err)
+	require.NoError(t, r.Err())
+	assert.Equal(t, sha256Hex(model), r.Files[1].SHA256)
+	assert.Equal(t, []string{RefCacheBlob, RefTensorDigests}, references(r.Files[1]))
+	assert.Equal(t, uint64(len(model)+len(config)), total)
+	assert.Equal(t, total, done)
+
+	// A blob changed in a tensor's bytes: both its blob name and the
+	// manifest say so.
+	blob := filepath.Join(cache, "blobs", sha256Hex(model))
+	bad := append([]byte(nil), model...)
+	bad[len(bad)-1] ^= 1
+	require.NoError(t, os.WriteFile(blob, bad, 0o644))
+	r, err = Model(ctx, cache, TensorDigests("m.digests", m))
+	require.NoError(t, err)
+	require.ErrorIs(t, r.Err(), ErrMismatch)
+	assert.Equal(t, sha256Hex(bad), r.Files[1].SHA256)
+	assert.False(t, r.Files[1].Checks[0].Holds)
+	assert.Len(t, r.Tensors.Changed, 1)
+}
+
+// references lists the references of f's checks.
+func references(f File) []string {
+	var out []string
+	for _, c := range f.Checks {
+		out = append(out, c.Reference)
+	}
+	return out
+}
