@@ -855,6 +855,25 @@ func sixes(dst, src []byte, t *[64]uint32, size uint64) {
 // in the dtype wd (ctValue); for nvfp4, in float32 rounded to BF16.
 func ctTable(tab []uint32, codes []float32, s, z float32, hasZero, nvfp4 bool, wd, to safetensors.DType) {
 	tab = tab[:len(codes)]
+	half := len(codes) / 2
+	if wd == safetensors.BF16 && !hasZero && !nvfp4 && len(codes) <= 256 && codes[0] == float32(-half) && codes[len(codes)-1] == float32(half-1) && !math.IsInf(float64(s), 0) && s == s {
+		// Integers of -half to half-1 (packed, I8): each negative value's
+		// result the positive's with its sign flipped, as rounding to
+		// nearest even is symmetric; half the products.
+		shift, sign := 0, uint32(0x8000)
+		if to != safetensors.BF16 {
+			shift, sign = 16, 0x80000000
+		}
+		tab[half] = bf16Bits(0*s) << shift
+		for v := 1; v <= half; v++ {
+			x := bf16Bits(float32(v)*s) << shift
+			tab[half-v] = x ^ sign
+			if v < half {
+				tab[half+v] = x
+			}
+		}
+		return
+	}
 	if wd == safetensors.BF16 || nvfp4 && !hasZero {
 		// Each result rounded to BF16: the output's bits or their upper
 		// half.
