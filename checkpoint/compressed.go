@@ -763,6 +763,12 @@ func ctRows(kind int, dst, src, scales []byte, rows, rowBytes, in, k, group uint
 					bytes32(d, s, t)
 				}
 			}
+		case kind == ctSixes && codes == 64 && group%4 == 0:
+			gb := group / 4 * 3 // bytes a group
+			for g, e := range sc {
+				s, d := row[uint64(g)*gb:(uint64(g)+1)*gb], out[uint64(g)*group*size:(uint64(g)+1)*group*size]
+				sixes(d, s, (*[64]uint32)(tabs[uint64(e)*64:]), size)
+			}
 		default:
 			for g, e := range sc {
 				lo := uint64(g) * group
@@ -837,16 +843,21 @@ func bytes32(dst, src []byte, t *[256]uint32) {
 // sixes writes the bits t[c] (size bytes each) of the codes c of src,
 // four 6-bit codes in three bytes, little-endian, into dst.
 func sixes(dst, src []byte, t *[64]uint32, size uint64) {
-	for i := 0; i+2 < len(src); i += 3 {
-		word := uint32(src[i]) | uint32(src[i+1])<<8 | uint32(src[i+2])<<16
-		a, b, c, e := t[word&0x3f], t[word>>6&0x3f], t[word>>12&0x3f], t[word>>18&0x3f]
-		o := dst[uint64(i/3)*4*size:]
-		if size == 2 {
-			binary.LittleEndian.PutUint64(o, uint64(a)|uint64(b)<<16|uint64(c)<<32|uint64(e)<<48)
-		} else {
-			binary.LittleEndian.PutUint64(o, uint64(a)|uint64(b)<<32)
-			binary.LittleEndian.PutUint64(o[8:], uint64(c)|uint64(e)<<32)
+	n := len(src) / 3
+	if size == 2 {
+		dst = dst[:8*n]
+		for i := range n {
+			word := uint32(src[3*i]) | uint32(src[3*i+1])<<8 | uint32(src[3*i+2])<<16
+			binary.LittleEndian.PutUint64(dst[8*i:], uint64(t[word&0x3f])|uint64(t[word>>6&0x3f])<<16|uint64(t[word>>12&0x3f])<<32|uint64(t[word>>18&0x3f])<<48)
 		}
+		return
+	}
+	dst = dst[:16*n]
+	for i := range n {
+		word := uint32(src[3*i]) | uint32(src[3*i+1])<<8 | uint32(src[3*i+2])<<16
+		o := dst[16*i : 16*i+16]
+		binary.LittleEndian.PutUint64(o, uint64(t[word&0x3f])|uint64(t[word>>6&0x3f])<<32)
+		binary.LittleEndian.PutUint64(o[8:], uint64(t[word>>12&0x3f])|uint64(t[word>>18&0x3f])<<32)
 	}
 }
 
