@@ -62,7 +62,7 @@ func quantization(ctx context.Context, es safetensors.ElementSource, cfg map[str
 		}
 		if bad > 0 {
 			what := "not positive"
-			if q.Method == checkpoint.MethodMXFP4 {
+			if isE8M0(es, w.Scale, q.Method) {
 				what = "0xff, E8M0's NaN"
 			}
 			verb := "are"
@@ -81,8 +81,8 @@ func quantization(ctx context.Context, es safetensors.ElementSource, cfg map[str
 const scaleChunk = 1 << 20
 
 // badScales counts the scales of the tensor name that are not a scale:
-// for MXFP4, the byte 0xff (E8M0's NaN); for the others, a value that is
-// zero or negative. It returns how many, and the index of the first.
+// for E8M0 scales (MXFP4, compressed-tensors' MX formats), the byte 0xff
+// (E8M0's NaN); for the others, a value that is zero or negative. It returns how many, and the index of the first.
 func badScales(ctx context.Context, es safetensors.ElementSource, name, method string) (uint64, uint64, error) {
 	info, err := es.Info(name)
 	if err != nil {
@@ -109,7 +109,7 @@ func badScales(ctx context.Context, es safetensors.ElementSource, name, method s
 				bad++
 			}
 		}
-		if method == checkpoint.MethodMXFP4 && t.DType == safetensors.U8 {
+		if (method == checkpoint.MethodMXFP4 || method == checkpoint.MethodCompressedTensors) && t.DType == safetensors.U8 {
 			for i, b := range t.Data {
 				count(i, b == 0xff)
 			}
@@ -126,6 +126,13 @@ func badScales(ctx context.Context, es safetensors.ElementSource, name, method s
 		}
 	}
 	return bad, first, nil
+}
+
+// isE8M0 reports whether the scales name of the method are E8M0
+// exponents: U8 scales of MXFP4 or of compressed-tensors' MX formats.
+func isE8M0(es safetensors.ElementSource, name, method string) bool {
+	info, err := es.Info(name)
+	return err == nil && info.DType == safetensors.U8 && (method == checkpoint.MethodMXFP4 || method == checkpoint.MethodCompressedTensors)
 }
 
 // quantNote says how the model is quantized.

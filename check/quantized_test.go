@@ -3,6 +3,7 @@ package check
 import (
 	"encoding/binary"
 	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -89,7 +90,8 @@ func TestQuantizedDefects(t *testing.T) {
 // transformers' code, raise no false alarm about their quantization or
 // dtypes; an MXFP4 scale of 0xff (E8M0's NaN) is an error.
 func TestQuantizedFixtures(t *testing.T) {
-	for _, dir := range []string{"fp8", "fp8-64", "mxfp4", "ct-int", "ct-float", "ct-w4", "ct-w4-asym", "ct-w8", "ct-nvfp4"} {
+	for _, dir := range []string{"fp8", "fp8-64", "mxfp4", "ct-int", "ct-float", "ct-w4", "ct-w4-asym", "ct-w8", "ct-nvfp4",
+		"ct-w3", "ct-naive", "ct-mxfp4", "ct-mxfp6", "ct-mxfp8", "ct-dense", "ct-mixed", "ct-fp8-block", "ct-int-block"} {
 		r, err := Model(t.Context(), filepath.Join("..", "testdata", "quantized", dir))
 		require.NoError(t, err)
 		for _, f := range r.Findings {
@@ -105,4 +107,31 @@ func TestQuantizedFixtures(t *testing.T) {
 			assert.Contains(t, got[0].Message, "1 value of the scales of model.layers.0.mlp.experts.gate_up_proj is 0xff, E8M0's NaN")
 		}
 	}
+}
+
+// TestCompressedMXScaleNaN: an E8M0 scale of 0xff in compressed-tensors'
+// MX formats (2^128, which overflows BF16) is an error.
+func TestCompressedMXScaleNaN(t *testing.T) {
+	src := filepath.Join("..", "testdata", "quantized", "ct-mxfp8")
+	dir := t.TempDir()
+	for _, f := range []string{"config.json", "model.safetensors"} {
+		data, err := os.ReadFile(filepath.Join(src, f))
+		require.NoError(t, err)
+		if f == "model.safetensors" {
+			r, err := safetensors.Open(filepath.Join(src, f))
+			require.NoError(t, err)
+			info, err := r.Info("model.layers.1.mlp.down_proj.weight_scale")
+			require.NoError(t, err)
+			at := r.Header().DataOffset() + info.DataOffsets[0] + 3
+			require.NoError(t, r.Close())
+			data[at] = 0xff
+		}
+		require.NoError(t, os.WriteFile(filepath.Join(dir, f), data, 0o666))
+	}
+	r, err := Model(t.Context(), dir)
+	require.NoError(t, err)
+	got := find(r, KindQuantization, "model.layers.1.mlp.down_proj.weight_scale")
+	require.Len(t, got, 1, "%v", r.Findings)
+	assert.Equal(t, uint64(3), *got[0].First)
+	assert.Contains(t, got[0].Message, "1 value of the scales of model.layers.1.mlp.down_proj.weight is 0xff, E8M0's NaN")
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/safetensors-go/safetensors"
@@ -24,16 +25,21 @@ import (
 //   - MethodMXFP4: transformers' convert_moe_packed_tensors, each E2M1
 //     value times 2^(scale-127) in float32, rounded to BF16 for BF16, and
 //     the result transposed to [experts, groups*32, rows];
-//   - MethodCompressedTensors, formats int-quantized, float-quantized,
-//     pack-quantized and nvfp4-pack-quantized: compressed-tensors 0.20's
-//     decompressor (dequantize), in the scale's dtype: each value less its
-//     zero point, times its scale (one a weight, a row, or a group of
-//     columns), each result rounded to that dtype; for NVFP4, each E2M1
-//     value times its F8_E4M3 scale over the global scale in float32,
-//     rounded to BF16; then converted to the dtype of the conversion.
+//   - MethodCompressedTensors, every format whose decompressor
+//     compressed-tensors 0.20 has (int-quantized, float-quantized,
+//     naive-quantized, pack-quantized, nvfp4-pack-quantized,
+//     mxfp4-pack-quantized, mxfp6-pack-quantized, mxfp8-quantized, dense,
+//     and mixed-precision, a format a weight): that decompressor
+//     (dequantize), in the scale's dtype: each value less its zero point,
+//     times its scale (one a weight, a row, or a group of columns), each
+//     result rounded to that dtype; for NVFP4, each E2M1 value times its
+//     F8_E4M3 scale over the global scale in float32, rounded to BF16; for
+//     the MX formats, each value times its E8M0 scale in BF16; dense
+//     weights as they are; then converted to the dtype of the conversion.
 //
-// Other methods (gptq, awq, bitsandbytes, compressed-tensors' other
-// formats) give an error wrapping ErrQuantized.
+// Other methods (gptq, awq, bitsandbytes) and compressed-tensors' sparse
+// formats (sparse-bitmask, sparse-24-bitmask, marlin-24, which 0.20 no
+// longer decompresses) give an error wrapping ErrQuantized.
 //
 // Memory stays bounded as for any conversion: about a million values a
 // chunk, 2*GOMAXPROCS+2 chunks under way. An MXFP4 expert read through
@@ -80,8 +86,8 @@ func planDequantization(c *Checkpoint, q *Quantization, to safetensors.DType, as
 	}
 	switch {
 	case q.Method != MethodFP8 && q.Method != MethodMXFP4 && !(q.Method == MethodCompressedTensors &&
-		slices.Contains([]string{"", formatInt, formatFloat, formatPacked, formatNVFP4}, q.Format)):
-		return nil, fmt.Errorf("checkpoint: %s: %w (%s), which Convert does not dequantize (it does fp8, mxfp4, and compressed-tensors' %s, %s, %s and %s)", src, ErrQuantized, what, formatInt, formatFloat, formatPacked, formatNVFP4)
+		(q.Format == "" || slices.Contains(dequantFormats, q.Format))):
+		return nil, fmt.Errorf("checkpoint: %s: %w (%s), which Convert does not dequantize (it does fp8, mxfp4, and compressed-tensors' %s)", src, ErrQuantized, what, strings.Join(dequantFormats, ", "))
 	case q.Ambiguous != "":
 		return nil, fmt.Errorf("checkpoint: %s: %w (%s, inferred from its tensors, no config.json): %s; put its config.json beside it", src, ErrQuantized, what, q.Ambiguous)
 	case to != safetensors.BF16 && to != safetensors.F32:

@@ -23,7 +23,8 @@ func quantizedFixture(name string) string {
 }
 
 // quantizedDirs are the folders of testdata/quantized: one of each method.
-var quantizedDirs = []string{"fp8", "fp8-64", "mxfp4", "ct-int", "ct-float", "ct-w4", "ct-w4-asym", "ct-w8", "ct-nvfp4"}
+var quantizedDirs = []string{"fp8", "fp8-64", "mxfp4", "ct-int", "ct-float", "ct-w4", "ct-w4-asym", "ct-w8", "ct-nvfp4",
+	"ct-w3", "ct-naive", "ct-mxfp4", "ct-mxfp6", "ct-mxfp8", "ct-dense", "ct-mixed", "ct-fp8-block", "ct-int-block", "ct-mxfp4-inf"}
 
 // assertSameTensors asserts that the file got holds the tensors of the
 // file want, bit for bit, and no others.
@@ -77,6 +78,15 @@ func TestQuantizationRecognised(t *testing.T) {
 		{"ct-w4-asym", MethodCompressedTensors, []uint64{1, 128}, 2, 8 * (4*(40*32+24*16) + 4*(40*2+24) + 4*(5*2+3) + 2*16) / float64(10240+3072)},
 		{"ct-w8", MethodCompressedTensors, nil, 2, 8 * (4*(37*14+24*32) + 2*(37+24) + 2*16) / float64(1961+3072)},
 		{"ct-nvfp4", MethodCompressedTensors, []uint64{1, 16}, 2, 8 * (40*128 + 24*24 + 40*16 + 24*3 + 2*4) / float64(10240+1152)},
+		{"ct-w3", MethodCompressedTensors, []uint64{1, 32}, 2, 8 * (4*(37*9+24*6) + 2*(37*3+24*2) + 4*(4*3+3*2) + 2*16) / float64(37*96+24*64)},
+		{"ct-naive", MethodCompressedTensors, []uint64{1, 32}, 2, 8 * (37*96 + 24*64 + 2*(37*3+24*2) + (37*3 + 24*2)) / float64(37*96+24*64)},
+		{"ct-mxfp4", MethodCompressedTensors, []uint64{1, 32}, 2, 4.25},
+		{"ct-mxfp6", MethodCompressedTensors, []uint64{1, 32}, 2, 6.25},
+		{"ct-mxfp8", MethodCompressedTensors, []uint64{1, 32}, 2, 8.25},
+		{"ct-dense", MethodCompressedTensors, nil, 2, 8 * (2*(1961+3072) + 2*(37+24) + (37 + 24)) / float64(1961+3072)},
+		{"ct-fp8-block", MethodCompressedTensors, []uint64{16, 32}, 2, 8 * (40*100 + 24*64 + 2*(3*4+2*2)) / float64(40*100+24*64)},
+		{"ct-int-block", MethodCompressedTensors, []uint64{8, 16}, 2, 8 * (20*50 + 24*64 + 2*(3*4+3*4) + (3*4 + 3*4)) / float64(20*50+24*64)},
+		{"ct-mixed", MethodCompressedTensors, nil, 3, 8 * (4*40*32 + 2*40*2 + 16 + 24*128 + 2*24 + 16*32 + 16*4 + 4) / float64(40*256+24*128+16*64)},
 	} {
 		t.Run(tc.dir, func(t *testing.T) {
 			c, err := Open(ctx, quantizedFixture(tc.dir))
@@ -93,6 +103,9 @@ func TestQuantizationRecognised(t *testing.T) {
 				assert.NoError(t, w.Err, w.Name)
 			}
 			assert.InDelta(t, tc.bits, q.BitsPerParameter(), 1e-9)
+			if tc.dir == "ct-dense" {
+				return // alone, a plain model (TestConvertDequantize)
+			}
 
 			// A lone file: the method and block size come from the tensors.
 			lone := filepath.Join(t.TempDir(), "model.safetensors")
@@ -187,6 +200,11 @@ func testConvertDequantize(t *testing.T) {
 				require.NoError(t, err)
 				assert.Nil(t, q, "the output is a plain model")
 
+				if dir == "ct-dense" {
+					// Alone, plain weights beside tensors of another
+					// name, which only its config.json says are scales.
+					return
+				}
 				// A lone file, whose block size is inferred.
 				lone := filepath.Join(t.TempDir(), "in.safetensors")
 				data, err := os.ReadFile(filepath.Join(src, "model.safetensors"))
@@ -272,6 +290,7 @@ func TestDequantizeHostile(t *testing.T) {
 		return b
 	}
 	ct := `{"quantization_config": {"quant_method": "compressed-tensors", "format": "pack-quantized", "config_groups": {"g": {"weights": {"num_bits": 4, "group_size": 128}}}}}`
+	mx4 := `{"quantization_config": {"quant_method": "compressed-tensors", "format": "mxfp4-pack-quantized"}}`
 	for _, tc := range []struct {
 		name, config, want string
 		tensors            []safetensors.Tensor
@@ -301,6 +320,26 @@ func TestDequantizeHostile(t *testing.T) {
 		{"zero points of another shape", ct, "its zero points",
 			[]safetensors.Tensor{tensor("l.weight_packed", safetensors.I32, []uint64{64, 16}, nil), tensor("l.weight_scale", safetensors.BF16, []uint64{64, 1}, nil),
 				tensor("l.weight_zero_point", safetensors.I32, []uint64{64, 1}, nil), tensor("l.weight_shape", safetensors.I64, []uint64{2}, i64(64, 128))}},
+		{"mxfp4 scales of groups of 16", mx4, "not [4, 64/32]",
+			[]safetensors.Tensor{tensor("l.weight_packed", safetensors.U8, []uint64{4, 32}, nil), tensor("l.weight_scale", safetensors.U8, []uint64{4, 4}, nil)}},
+		{"mxfp4 scales of F32", mx4, "not U8 (E8M0",
+			[]safetensors.Tensor{tensor("l.weight_packed", safetensors.U8, []uint64{4, 32}, nil), tensor("l.weight_scale", safetensors.F32, []uint64{4, 2}, nil)}},
+		{"mxfp4 with zero points", mx4, "symmetric only",
+			[]safetensors.Tensor{tensor("l.weight_packed", safetensors.U8, []uint64{4, 32}, nil), tensor("l.weight_scale", safetensors.U8, []uint64{4, 2}, nil),
+				tensor("l.weight_zero_point", safetensors.U8, []uint64{4, 2}, nil)}},
+		{"mxfp6 rows of partial codes", `{"quantization_config": {"quant_method": "compressed-tensors", "format": "mxfp6-pack-quantized"}}`, "not of whole 3 bytes",
+			[]safetensors.Tensor{tensor("l.weight_packed", safetensors.U8, []uint64{4, 25}, nil), tensor("l.weight_scale", safetensors.U8, []uint64{4, 1}, nil)}},
+		{"packed shape of absurd columns", ct, "not [64, ceil(4294967295*4/32)]",
+			[]safetensors.Tensor{tensor("l.weight_packed", safetensors.I32, []uint64{64, 16}, nil), tensor("l.weight_scale", safetensors.BF16, []uint64{64, 1}, nil),
+				tensor("l.weight_shape", safetensors.I64, []uint64{2}, i64(64, 1<<32-1))}},
+		{"packed shape of absurd rows", ct, "not [4294967295, ceil(128*4/32)]",
+			[]safetensors.Tensor{tensor("l.weight_packed", safetensors.I32, []uint64{64, 16}, nil), tensor("l.weight_scale", safetensors.BF16, []uint64{64, 1}, nil),
+				tensor("l.weight_shape", safetensors.I64, []uint64{2}, i64(1<<32-1, 128))}},
+		{"a float weight in a quantized format", `{"quantization_config": {"quant_method": "compressed-tensors", "format": "int-quantized"}}`, "is BF16, not I8",
+			[]safetensors.Tensor{tensor("l.weight", safetensors.BF16, []uint64{4, 8}, nil), tensor("l.weight_scale", safetensors.BF16, []uint64{4, 1}, nil),
+				tensor("m.weight", safetensors.I8, []uint64{4, 8}, nil), tensor("m.weight_scale", safetensors.BF16, []uint64{4, 1}, nil)}},
+		{"a sparse format", `{"quantization_config": {"quant_method": "compressed-tensors", "format": "sparse-24-bitmask"}}`, "(compressed-tensors sparse-24-bitmask), which Convert does not dequantize",
+			[]safetensors.Tensor{tensor("l.weight", safetensors.I8, []uint64{4, 8}, nil), tensor("l.weight_scale", safetensors.BF16, []uint64{4, 1}, nil)}},
 		{"nvfp4 without its global scale", `{"quantization_config": {"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized"}}`, "without its weight_global_scale",
 			[]safetensors.Tensor{tensor("l.weight_packed", safetensors.U8, []uint64{4, 8}, nil), tensor("l.weight_scale", safetensors.F8_E4M3, []uint64{4, 1}, nil)}},
 	} {
@@ -312,6 +351,40 @@ func TestDequantizeHostile(t *testing.T) {
 			require.ErrorIs(t, err, ErrQuantized)
 			assert.Contains(t, err.Error(), tc.want)
 		})
+	}
+}
+
+// TestDequantizeEmptyCompressed: packed weights of no rows or no columns
+// are dequantized to empty weights of their shape, reading nothing.
+func TestDequantizeEmptyCompressed(t *testing.T) {
+	i64 := func(vs ...int64) []byte {
+		var b []byte
+		for _, v := range vs {
+			b = binary.LittleEndian.AppendUint64(b, uint64(v))
+		}
+		return b
+	}
+	ct := `{"quantization_config": {"quant_method": "compressed-tensors", "format": "pack-quantized", "config_groups": {"g": {"weights": {"num_bits": 4}}}}}`
+	for _, shape := range [][]uint64{{0, 128}, {64, 0}} {
+		dir := t.TempDir()
+		words := (shape[1]*4 + 31) / 32
+		ts := []safetensors.Tensor{
+			{Name: "l.weight_packed", DType: safetensors.I32, Shape: []uint64{shape[0], words}, Data: make([]byte, 4*shape[0]*words)},
+			{Name: "l.weight_scale", DType: safetensors.BF16, Shape: []uint64{shape[0], 1}, Data: make([]byte, 2*shape[0])},
+			{Name: "l.weight_shape", DType: safetensors.I64, Shape: []uint64{2}, Data: i64(int64(shape[0]), int64(shape[1]))},
+		}
+		require.NoError(t, safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), ts, nil))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "config.json"), []byte(ct), 0o666))
+		out := filepath.Join(t.TempDir(), "out")
+		_, err := Convert(context.Background(), dir, out, safetensors.BF16, Dequantize())
+		require.NoError(t, err, "%v", shape)
+		r, err := safetensors.Open(filepath.Join(out, "model.safetensors"))
+		require.NoError(t, err)
+		info, err := r.Info("l.weight")
+		require.NoError(t, err)
+		assert.Equal(t, shape, info.Shape)
+		assert.Equal(t, []string{"l.weight"}, r.Names())
+		require.NoError(t, r.Close())
 	}
 }
 

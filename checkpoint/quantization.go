@@ -77,7 +77,8 @@ type Quantization struct {
 	// tensors that store them (values, scales, zero points, shapes).
 	Params, Bytes uint64
 
-	numBits int // compressed-tensors' weights' num_bits, where the config groups agree; or 0
+	numBits int      // compressed-tensors' weights' num_bits, where the config groups agree; or 0
+	ctBlock []uint64 // compressed-tensors' block_structure of the block strategy, where the groups agree; or nil
 }
 
 // BitsPerParameter is the bits that the quantized weights take per value,
@@ -105,6 +106,9 @@ type QuantizedWeight struct {
 	// Err is what is wrong with its tensors (a dtype, or a shape that
 	// does not match the weight's and the block size), or nil.
 	Err error
+
+	format string   // compressed-tensors' format of the weight, from its tensors
+	block  []uint64 // compressed-tensors' block strategy's [rows, columns] a scale, or nil
 }
 
 // Tensors returns the names of the tensors that store the weight.
@@ -226,6 +230,9 @@ func recognize(qc map[string]any, names []string, infos map[string]safetensors.T
 				q.BlockSize = []uint64{1, g}
 			}
 			q.numBits = groupBits(qc)
+			if q.ctBlock = groupBlock(qc); q.ctBlock != nil {
+				q.BlockSize = q.ctBlock
+			}
 		}
 	}
 	has := func(n string) bool { _, ok := infos[n]; return ok }
@@ -431,17 +438,21 @@ func groupFormat(qc map[string]any) string {
 }
 
 // groupSize returns the group size of compressed-tensors' weights, where
-// a config group has the group strategy, or 0.
+// the config groups that have one (the group strategy) agree, or 0.
 func groupSize(qc map[string]any) uint64 {
 	groups, _ := qc["config_groups"].(map[string]any)
+	size := uint64(0)
 	for _, g := range groups {
 		g, _ := g.(map[string]any)
 		w, _ := g["weights"].(map[string]any)
 		if n, ok := positiveInt(w["group_size"]); ok {
-			return n
+			if size != 0 && n != size {
+				return 0
+			}
+			size = n
 		}
 	}
-	return 0
+	return size
 }
 
 // cutAny returns s without the first of the suffixes it ends with.

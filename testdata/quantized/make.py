@@ -14,7 +14,20 @@ reference dequantizations beside them, with the reference code:
             group 128), ct-w4-asym (W4A16_ASYM, F32, packed zero points), ct-w8
             (pack-quantized W8A16, one scale a row, rows of 53 values: a partial
             int32 word),
-            ct-nvfp4 (nvfp4-pack-quantized, NVFP4A16).
+            ct-nvfp4 (nvfp4-pack-quantized, NVFP4A16), ct-w3 (pack-quantized,
+            W3A16 asymmetric, group 32: values and zero points across words),
+            ct-naive (naive-quantized, W4A16_ASYM with groups of 32, F16: I8
+            values and zero points), ct-mxfp4, ct-mxfp6, ct-mxfp8
+            (mxfp4-pack-quantized, mxfp6-pack-quantized, mxfp8-quantized, with
+            E8M0 scales set to 0, 1, 127, 200 and 254 besides the computed ones),
+            ct-dense (dense: W8A16's weights kept as they are, beside their
+            scales and zero points), ct-mixed (mixed-precision: a config group of
+            W4A16 pack-quantized, one of FP8_DYNAMIC float-quantized, one of
+            NVFP4A16), ct-fp8-block (float-quantized, FP8_BLOCK with blocks of
+            16x32, partial), ct-int-block (int-quantized, W8A8 asymmetric with
+            blocks of 8x16, partial, F16: I8 zero points a block), ct-mxfp4-inf
+            (mxfp4-pack-quantized with E8M0 scales of 255, +Inf: NaN for a zero,
+            which check reports).
 
 Each folder has model.safetensors and config.json, and the reference
 dequantized weights in want-BF16.safetensors and want-F32.safetensors:
@@ -94,46 +107,70 @@ def mxfp4(name, seed):
 
 
 def compressed(name, preset, fmt, dtype, shapes, seed, **weights):
+    mixed(name, [(preset, fmt, weights, shapes)], dtype, seed)
+
+
+def mixed(name, groups, dtype, seed, mx_scales=None):
+    """groups: (preset, format, weight arguments changed, shapes) of each
+    config group, whose modules are model.layers.I.mlp.down_proj in turn;
+    mx_scales: E8M0 exponents written over each weight's first scales."""
     from compressed_tensors.compressors import BaseCompressor
     from compressed_tensors.quantization import preset_name_to_scheme
-    from compressed_tensors.quantization.utils import calculate_qparams, generate_gparam
+    from compressed_tensors.quantization.utils import calculate_qparams, generate_gparam, maybe_pad_tensor_for_block_quant
 
     g = torch.Generator().manual_seed(seed)
-    scheme = preset_name_to_scheme(preset, ["Linear"])
-    if weights:  # the preset's weight arguments changed
-        scheme.weights = scheme.weights.model_copy(update=weights)
-    a = scheme.weights
-    compressor = BaseCompressor.load_from_registry(fmt)
     tensors, want = {}, {"BF16": {}, "F32": {}}
-    for i, (out, inp) in enumerate(shapes):
-        m = "model.layers.%d.mlp.down_proj" % i
-        w = torch.randn(out, inp, generator=g).to(dtype)
-        if a.strategy == "channel":
-            mn, mx = w.amin(1, keepdim=True), w.amax(1, keepdim=True)
-        elif a.strategy in ("group", "tensor_group"):
-            gw = w.unflatten(-1, (-1, a.group_size))
-            mn, mx = gw.amin(-1), gw.amax(-1)
-        else:
-            mn, mx = w.amin().reshape(1), w.amax().reshape(1)
-        gs = generate_gparam(w.amin(), w.amax()) if a.strategy == "tensor_group" else None
-        scale, zp = calculate_qparams(mn, mx, a, global_scale=gs)
-        sd = {"weight": w, "weight_scale": scale, "weight_zero_point": zp}
-        if gs is not None:
-            sd["weight_global_scale"] = gs
-        c = compressor.compress(sd, scheme)
-        for k, v in c.items():
-            tensors[m + "." + k] = v.contiguous()
-        ref = compressor.decompress(dict(c), scheme)["weight"]
-        want["BF16"][m + ".weight"] = ref.to(torch.bfloat16)
-        want["F32"][m + ".weight"] = ref.to(torch.float32)
-    norm = torch.randn(shapes[0][1], generator=g).to(torch.bfloat16)
+    config_groups, formats, i = {}, set(), 0
+    for gi, (preset, fmt, weights, shapes) in enumerate(groups):
+        scheme = preset_name_to_scheme(preset, ["Linear"])
+        if weights:  # the preset's weight arguments changed
+            scheme.weights = scheme.weights.model_copy(update=weights)
+        a = scheme.weights
+        compressor = BaseCompressor.get_value_from_registry(fmt)
+        modules = []
+        for out, inp in shapes:
+            m = "model.layers.%d.mlp.down_proj" % i
+            modules.append(m)
+            i += 1
+            w = torch.randn(out, inp, generator=g).to(dtype)
+            if a.strategy == "channel":
+                mn, mx = w.amin(1, keepdim=True), w.amax(1, keepdim=True)
+            elif a.strategy in ("group", "tensor_group"):
+                gw = w.unflatten(-1, (-1, a.group_size))
+                mn, mx = gw.amin(-1), gw.amax(-1)
+            elif a.strategy == "block":  # partial blocks padded with zeros, as the compressor pads
+                bh, bw = a.block_structure
+                wp = maybe_pad_tensor_for_block_quant(w, (bh, bw))
+                blocks = wp.unflatten(0, (-1, bh)).unflatten(-1, (-1, bw))
+                mn, mx = blocks.amin((1, 3)), blocks.amax((1, 3))
+            else:
+                mn, mx = w.amin().reshape(1), w.amax().reshape(1)
+            gs = generate_gparam(w.amin(), w.amax()) if a.strategy == "tensor_group" else None
+            scale, zp = calculate_qparams(mn, mx, a, global_scale=gs)
+            sd = {"weight": w, "weight_scale": scale, "weight_zero_point": zp}
+            if gs is not None:
+                sd["weight_global_scale"] = gs
+            c = dict(compressor.compress(sd, scheme))
+            if mx_scales is not None:
+                s = c["weight_scale"].clone()
+                s.view(-1)[: len(mx_scales)] = torch.tensor(mx_scales, dtype=torch.uint8)
+                c["weight_scale"] = s
+            for k, v in c.items():
+                tensors[m + "." + k] = v.contiguous()
+            ref = compressor.decompress(dict(c), scheme)["weight"]
+            want["BF16"][m + ".weight"] = ref.to(torch.bfloat16).contiguous()
+            want["F32"][m + ".weight"] = ref.to(torch.float32).contiguous()
+        config_groups["group_%d" % gi] = {"targets": ["re:" + "|".join(x.replace(".", "\\.") + "$" for x in modules)] if len(groups) > 1 else ["Linear"],
+                                          "weights": a.model_dump(mode="json"), "input_activations": None,
+                                          "output_activations": None, "format": fmt}
+        formats.add(fmt)
+    norm = torch.randn(groups[0][3][0][1], generator=g).to(torch.bfloat16)
     tensors["model.norm.weight"] = norm
     want["BF16"]["model.norm.weight"] = norm
     want["F32"]["model.norm.weight"] = norm.float()
-    group = {"targets": ["Linear"], "weights": a.model_dump(mode="json"), "input_activations": None,
-             "output_activations": None, "format": fmt}
+    fmt = formats.pop() if len(formats) == 1 else "mixed-precision"
     config = {"model_type": "llama", "architectures": ["LlamaForCausalLM"],
-              "quantization_config": {"quant_method": "compressed-tensors", "format": fmt, "config_groups": {"group_0": group},
+              "quantization_config": {"quant_method": "compressed-tensors", "format": fmt, "config_groups": config_groups,
                                       "ignore": ["lm_head"], "quantization_status": "compressed", "version": "0.20.0",
                                       "kv_cache_scheme": None, "sparsity_config": {}}}
     write(name, tensors, config, want)
@@ -151,3 +188,20 @@ if __name__ == "__main__":
     compressed("ct-w8", "W8A16", "pack-quantized", torch.bfloat16, [(37, 53), (24, 128)], 8,
                strategy="channel", group_size=None)
     compressed("ct-nvfp4", "NVFP4A16", "nvfp4-pack-quantized", torch.bfloat16, [(40, 256), (24, 48)], 9)
+    compressed("ct-w3", "W3A16", "pack-quantized", torch.bfloat16, [(37, 96), (24, 64)], 10,
+               symmetric=False, group_size=32)
+    compressed("ct-naive", "W4A16_ASYM", "naive-quantized", torch.float16, [(37, 96), (24, 64)], 11,
+               group_size=32)
+    mx = [0, 1, 127, 200, 254]
+    mixed("ct-mxfp4", [("MXFP4A16", "mxfp4-pack-quantized", {}, [(40, 256), (24, 64)])], torch.bfloat16, 12, mx)
+    mixed("ct-mxfp6", [("MXFP6A16", "mxfp6-pack-quantized", {}, [(40, 256), (24, 64)])], torch.bfloat16, 13, mx)
+    mixed("ct-mxfp8", [("MXFP8A16", "mxfp8-quantized", {}, [(40, 256), (24, 64)])], torch.bfloat16, 14, mx)
+    compressed("ct-dense", "W8A16", "dense", torch.float16, [(37, 53), (24, 128)], 15,
+               strategy="channel", group_size=None)
+    mixed("ct-mixed", [("W4A16", "pack-quantized", {}, [(40, 256)]), ("FP8_DYNAMIC", "float-quantized", {}, [(24, 128)]),
+                       ("NVFP4A16", "nvfp4-pack-quantized", {}, [(16, 64)])], torch.bfloat16, 16)
+    compressed("ct-fp8-block", "FP8_BLOCK", "float-quantized", torch.bfloat16, [(40, 100), (24, 64)], 17,
+               block_structure=[16, 32])
+    compressed("ct-int-block", "W8A8", "int-quantized", torch.float16, [(20, 50), (24, 64)], 18,
+               strategy="block", block_structure=[8, 16], symmetric=False)
+    mixed("ct-mxfp4-inf", [("MXFP4A16", "mxfp4-pack-quantized", {}, [(8, 64)])], torch.bfloat16, 19, [255, 0, 254, 255])
