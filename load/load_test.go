@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -1014,4 +1015,46 @@ func firstSection(s []safetensors.DataSection, err error) (safetensors.DataSecti
 		return safetensors.DataSection{}, err
 	}
 	return s[0], nil
+}
+
+// TestLoaderReusesMemory: a load takes the memory of a load that ended,
+// which holds that load's bytes, and hands over its own: two files of the
+// same layout and other bytes, loaded in turns, each with its own bytes,
+// and at least one load in ten allocates less than its memory (the
+// garbage collector may reclaim spare memory, and the race detector
+// drops some).
+func TestLoaderReusesMemory(t *testing.T) {
+	const size = 1 << 20
+	var paths [2]string
+	var want [2][]safetensors.Tensor
+	for i := range paths {
+		data := make([]byte, size)
+		for j := range data {
+			data[j] = byte(j*7 + i*101)
+		}
+		want[i] = []safetensors.Tensor{{Name: "w", DType: safetensors.U8, Shape: []uint64{uint64(len(data))}, Data: data}}
+		paths[i] = filepath.Join(t.TempDir(), "m.safetensors")
+		require.NoError(t, safetensors.WriteFile(paths[i], want[i], nil))
+	}
+	var readers [2]*safetensors.Reader
+	for i, p := range paths {
+		r, err := safetensors.Open(p)
+		require.NoError(t, err)
+		defer r.Close()
+		readers[i] = r
+	}
+	least := uint64(math.MaxUint64)
+	for k := range 10 {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for tensor, err := range (&Loader{}).Load(context.Background(), readers[k%2]) {
+			require.NoError(t, err)
+			if !bytes.Equal(want[k%2][0].Data, tensor.Data) {
+				t.Fatalf("load %d: the bytes of the other file", k)
+			}
+		}
+		runtime.ReadMemStats(&after)
+		least = min(least, after.TotalAlloc-before.TotalAlloc)
+	}
+	assert.Less(t, least, uint64(size), "every load allocated memory of its own")
 }
