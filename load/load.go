@@ -85,8 +85,9 @@ type Loader struct {
 
 	// MemoryLimit bounds the memory that holds tensors read but not yet
 	// released: the Loader reads ahead of the caller until it is full.
-	// 0 means 256 MiB, or for a load with HashFiles enough for a tensor of
-	// each file hashed side by side and one more, from 256 MiB to 1 GiB.
+	// 0 means 256 MiB, or for a load with HashFiles or DigestTensors enough
+	// for a tensor of each file hashed side by side, or of each processor
+	// computing digests, and one more: from 256 MiB to 1 GiB.
 	// It is raised to what the largest tensor needs (its size and 4 KiB),
 	// and lowered to what all the tensors need.
 	MemoryLimit int64
@@ -251,11 +252,12 @@ const hashedMemoryLimit = 1 << 30
 
 // memoryLimit returns the memory of a load of a Loader whose MemoryLimit
 // is set, whose largest tensor needs need bytes and all of them total,
-// which hashes side files side by side (HashFiles), or none: set, or 256
-// MiB; for HashFiles by default, raised so that each of those files has a
-// tensor of its own and there is one more to read while the oldest waits
-// for the caller (else the files take turns), up to hashedMemoryLimit;
-// raised to need, and lowered to total.
+// which hashes side files side by side (HashFiles), or computes the
+// digests of side tensors at once (DigestTensors), or neither (0): set, or
+// 256 MiB; for HashFiles and DigestTensors by default, raised so that each
+// of those files or digests has a tensor of its own and there is one more
+// to read while the oldest waits for the caller (else they take turns),
+// up to hashedMemoryLimit; raised to need, and lowered to total.
 func memoryLimit(set int64, need, total uint64, side int) uint64 {
 	limit := uint64(256 << 20)
 	if set > 0 {
