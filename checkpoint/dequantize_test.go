@@ -24,7 +24,7 @@ func quantizedFixture(name string) string {
 
 // quantizedDirs are the folders of testdata/quantized: one of each method.
 var quantizedDirs = []string{"fp8", "fp8-64", "mxfp4", "ct-int", "ct-float", "ct-w4", "ct-w4-asym", "ct-w8", "ct-nvfp4",
-	"ct-w3", "ct-naive", "ct-mxfp4", "ct-mxfp6", "ct-mxfp8", "ct-dense", "ct-mixed", "ct-fp8-block", "ct-int-block", "ct-mxfp4-inf"}
+	"ct-w3", "ct-naive", "ct-mxfp4", "ct-mxfp6", "ct-mxfp8", "ct-dense", "ct-mixed", "ct-fp8-block", "ct-int-block", "ct-mxfp4-inf", "mxfp4-tiles"}
 
 // assertSameTensors asserts that the file got holds the tensors of the
 // file want, bit for bit, and no others.

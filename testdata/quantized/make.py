@@ -7,6 +7,8 @@ reference dequantizations beside them, with the reference code:
   fp8-64/   FP8 with 64x64 blocks, partial (100x70, 3x65).
   mxfp4/    gpt-oss's MXFP4: *_blocks and *_scales of two experts, with
             scales from 0 to 255, and an F32 bias kept as it is.
+  mxfp4-tiles/ the same with experts of 96 and 70 rows: whole tiles of 32
+            rows (the vector path) and a partial one, extremes inside.
   ct-*/     compressed-tensors 0.20's formats, each weight quantized with
             its presets' arguments (calculate_qparams) and compressed by its
             compressor: ct-int (int-quantized, W8A8, BF16), ct-float
@@ -82,15 +84,17 @@ def fp8(name, block, shapes, seed):
     write(name, tensors, config, want)
 
 
-def mxfp4(name, seed):
+def mxfp4(name, seed, shapes=None, extremes_at=0):
     g = torch.Generator().manual_seed(seed)
     tensors, want = {}, {"BF16": {}, "F32": {}}
-    for proj, (experts, rows, groups) in {"gate_up_proj": (2, 12, 3), "down_proj": (2, 6, 2)}.items():
+    shapes = shapes or {"gate_up_proj": (2, 12, 3), "down_proj": (2, 6, 2)}
+    for proj, (experts, rows, groups) in shapes.items():
         p = "model.layers.0.mlp.experts." + proj
         blocks = torch.randint(0, 256, (experts, rows, groups, 16), generator=g, dtype=torch.uint8)
         scales = torch.randint(110, 140, (experts, rows, groups), generator=g, dtype=torch.uint8)
         if proj == "gate_up_proj":  # the extremes: 2^-127, 2^-126, 2^0, 2^127, 2^128
-            scales.view(-1)[:6] = torch.tensor([0, 1, 127, 254, 255, 200], dtype=torch.uint8)
+            at = extremes_at
+            scales.view(-1)[at:at + 6] = torch.tensor([0, 1, 127, 254, 255, 200], dtype=torch.uint8)
         tensors[p + "_blocks"] = blocks
         tensors[p + "_scales"] = scales
         bias = torch.randn(experts, rows, generator=g)
@@ -181,6 +185,9 @@ if __name__ == "__main__":
     fp8("fp8", (128, 128), [(150, 300), (256, 128), (130, 7)], 1)
     fp8("fp8-64", (64, 64), [(100, 70), (3, 65)], 2)
     mxfp4("mxfp4", 3)
+    # Experts of 96 and 70 rows: whole tiles of 32 rows and a partial one,
+    # the extremes inside a tile.
+    mxfp4("mxfp4-tiles", 20, {"gate_up_proj": (2, 96, 3), "down_proj": (1, 70, 2)}, extremes_at=100)
     compressed("ct-int", "W8A8", "int-quantized", torch.bfloat16, [(37, 53), (24, 128)], 4)
     compressed("ct-float", "FP8_DYNAMIC", "float-quantized", torch.float16, [(37, 53), (24, 128)], 5)
     compressed("ct-w4", "W4A16", "pack-quantized", torch.bfloat16, [(40, 256), (24, 128)], 6)
