@@ -368,20 +368,9 @@ func quantizedModel(b *testing.B, method string, size int64) string {
 					safetensors.TensorSpec{Name: p + "_scales", DType: safetensors.U8, Shape: []uint64{4, rows, 128}})
 			}
 		}
-		if err := os.MkdirAll(dir, 0o777); err != nil {
-			b.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(config), 0o666); err != nil {
-			b.Fatal(err)
-		}
-		fw, err := safetensors.CreateFile(path, specs, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
 		// Bytes that are finite F8_E4M3 values, F32 scales of about 0.01
 		// (0x3c23d70a), and E8M0 exponents of about 2^0 (0x7f).
-		data := make([]byte, 1<<20)
-		for _, t := range fw.Header().Tensors {
+		writeModel(b, dir, config, specs, func(t safetensors.TensorInfo, data []byte) {
 			for i := range data {
 				switch {
 				case t.DType == safetensors.F32:
@@ -392,21 +381,43 @@ func quantizedModel(b *testing.B, method string, size int64) string {
 					data[i] = byte(i*7) &^ 0x80 % 0x7e
 				}
 			}
-			for left := t.DataOffsets[1] - t.DataOffsets[0]; left > 0; left -= min(left, uint64(len(data))) {
-				if _, err := fw.Write(data[:min(left, uint64(len(data)))]); err != nil {
-					b.Fatal(err)
-				}
-			}
-		}
-		if err := fw.Close(); err != nil {
-			b.Fatal(err)
-		}
-		modelsMu.Lock()
-		models[path] = true
-		modelsMu.Unlock()
+		})
 	}
 	warm(b, path)
 	return dir
+}
+
+// writeModel writes, in the folder dir, config.json and model.safetensors
+// of the tensors specs, each tensor's bytes a repetition of 1 MiB that
+// fill sets for it, and records the file as written (models).
+func writeModel(b *testing.B, dir, config string, specs []safetensors.TensorSpec, fill func(t safetensors.TensorInfo, data []byte)) {
+	b.Helper()
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(config), 0o666); err != nil {
+		b.Fatal(err)
+	}
+	path := filepath.Join(dir, "model.safetensors")
+	fw, err := safetensors.CreateFile(path, specs, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	data := make([]byte, 1<<20)
+	for _, t := range fw.Header().Tensors {
+		fill(t, data)
+		for left := t.DataOffsets[1] - t.DataOffsets[0]; left > 0; left -= min(left, uint64(len(data))) {
+			if _, err := fw.Write(data[:min(left, uint64(len(data)))]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if err := fw.Close(); err != nil {
+		b.Fatal(err)
+	}
+	modelsMu.Lock()
+	models[path] = true
+	modelsMu.Unlock()
 }
 
 // byteSumSide is sumSide for files of any dtype: byteSum over path.
@@ -464,28 +475,36 @@ func BenchmarkDequantizeModel(b *testing.B) {
 		b.Run(method, func(b *testing.B) {
 			size := modelSize()
 			dir := quantizedModel(b, method, size)
-			path := filepath.Join(dir, "model.safetensors")
-			info, err := os.Stat(path)
-			if err != nil {
-				b.Fatal(err)
-			}
 			outSize := 2 * size // one BF16 value a byte
 			if method == checkpoint.MethodMXFP4 {
 				outSize = 4 * size // two a byte
 			}
-			tmp := b.TempDir()
-			out, ceil := filepath.Join(tmp, "out"), filepath.Join(tmp, "ceiling")
-			buf := make([]byte, 1<<20)
-			raceSides(b, info.Size(),
-				side{name: "dequantize", run: func() error {
-					_, err := checkpoint.Convert(context.Background(), dir, out, safetensors.BF16, checkpoint.Dequantize())
-					return err
-				}, clean: func() { os.RemoveAll(out) }},
-				byteSumSide(path),
-				side{name: "write", run: func() error {
-					return writeCeiling(ceil, outSize, buf, true)
-				}, clean: func() { os.RemoveAll(ceil) }},
-				readWriteSide(byteSumSide(path), ceil, outSize, buf))
+			raceDequantize(b, dir, outSize)
 		})
 	}
+}
+
+// raceDequantize races checkpoint.Convert with Dequantize to BF16 of the
+// model in dir, whose output takes outSize bytes (removed after each
+// round, untimed), against the pass over its file's bytes, the writes of
+// a file of outSize bytes, and both at once (readWriteSide).
+func raceDequantize(b *testing.B, dir string, outSize int64) {
+	path := filepath.Join(dir, "model.safetensors")
+	info, err := os.Stat(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tmp := b.TempDir()
+	out, ceil := filepath.Join(tmp, "out"), filepath.Join(tmp, "ceiling")
+	buf := make([]byte, 1<<20)
+	raceSides(b, info.Size(),
+		side{name: "dequantize", run: func() error {
+			_, err := checkpoint.Convert(context.Background(), dir, out, safetensors.BF16, checkpoint.Dequantize())
+			return err
+		}, clean: func() { os.RemoveAll(out) }},
+		byteSumSide(path),
+		side{name: "write", run: func() error {
+			return writeCeiling(ceil, outSize, buf, true)
+		}, clean: func() { os.RemoveAll(ceil) }},
+		readWriteSide(byteSumSide(path), ceil, outSize, buf))
 }

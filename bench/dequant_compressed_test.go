@@ -3,7 +3,6 @@
 package bench
 
 import (
-	"context"
 	"encoding/binary"
 	"fmt"
 	"os"
@@ -12,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/safetensors-go/safetensors"
-	"github.com/safetensors-go/safetensors/checkpoint"
 )
 
 // ctFormat is a compressed-tensors weight layout of the benchmark: the
@@ -105,22 +103,11 @@ func ctModel(b *testing.B, f ctFormat, size int64) (dir string, values uint64) {
 	for i := range n {
 		specs = append(specs, f.tensors(fmt.Sprintf("model.layers.%d.mlp.up_proj.weight", i), rows)...)
 	}
-	if err := os.MkdirAll(dir, 0o777); err != nil {
-		b.Fatal(err)
-	}
 	config := fmt.Sprintf(`{"model_type": "llama", "quantization_config": {"quant_method": "compressed-tensors", "format": %q,
   "config_groups": {"group_0": {"targets": ["Linear"], "format": %q, "weights": %s}}}}`, f.format, f.format, f.weights)
-	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(config), 0o666); err != nil {
-		b.Fatal(err)
-	}
-	fw, err := safetensors.CreateFile(path, specs, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
 	// Values of every code; scales of about 0.01 (BF16 0x3c23, F8_E4M3
 	// 0x30 over a global scale of 1), E8M0 exponents of about 2^0.
-	data := make([]byte, 1<<20)
-	for _, t := range fw.Header().Tensors {
+	writeModel(b, dir, config, specs, func(t safetensors.TensorInfo, data []byte) {
 		for i := range data {
 			switch {
 			case t.DType == safetensors.BF16:
@@ -142,18 +129,7 @@ func ctModel(b *testing.B, f ctFormat, size int64) (dir string, values uint64) {
 		case t.DType == safetensors.F32:
 			binary.LittleEndian.PutUint32(data, 0x3f800000)
 		}
-		for left := t.DataOffsets[1] - t.DataOffsets[0]; left > 0; left -= min(left, uint64(len(data))) {
-			if _, err := fw.Write(data[:min(left, uint64(len(data)))]); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-	if err := fw.Close(); err != nil {
-		b.Fatal(err)
-	}
-	modelsMu.Lock()
-	models[path] = true
-	modelsMu.Unlock()
+	})
 	warm(b, path)
 	return dir, values
 }
@@ -170,25 +146,7 @@ func BenchmarkDequantizeCompressed(b *testing.B) {
 		b.Run(f.name, func(b *testing.B) {
 			size := modelSize()
 			dir, values := ctModel(b, f, size)
-			path := filepath.Join(dir, "model.safetensors")
-			info, err := os.Stat(path)
-			if err != nil {
-				b.Fatal(err)
-			}
-			outSize := int64(2 * values) // BF16
-			tmp := b.TempDir()
-			out, ceil := filepath.Join(tmp, "out"), filepath.Join(tmp, "ceiling")
-			buf := make([]byte, 1<<20)
-			raceSides(b, info.Size(),
-				side{name: "dequantize", run: func() error {
-					_, err := checkpoint.Convert(context.Background(), dir, out, safetensors.BF16, checkpoint.Dequantize())
-					return err
-				}, clean: func() { os.RemoveAll(out) }},
-				byteSumSide(path),
-				side{name: "write", run: func() error {
-					return writeCeiling(ceil, outSize, buf, true)
-				}, clean: func() { os.RemoveAll(ceil) }},
-				readWriteSide(byteSumSide(path), ceil, outSize, buf))
+			raceDequantize(b, dir, int64(2*values)) // BF16
 		})
 	}
 }
