@@ -453,7 +453,8 @@ func (ld *load) stop() {
 	if ld.own {
 		// Every goroutine of the load has ended (done is closed after
 		// them): none writes to the memory any more.
-		spareMemory.Put(&ld.arena.mem)
+		mem := ld.arena.mem
+		spareMemory.Put(&mem)
 	}
 }
 

@@ -480,17 +480,21 @@ func verifyLocal(ctx context.Context, target string, ck *checkpoint.Checkpoint, 
 	m := newMeter(o.progress, r.Files)
 	// A file's SHA-256 is computed in the read of the tensors, if it is a
 	// file of ck that no git SHA-1 is asked of: the file the folder holds.
+	infos := make([]os.FileInfo, len(files)) // each opened once, if asked
+	stat := func(i int) os.FileInfo {
+		if infos[i] == nil {
+			infos[i] = noFile{}
+			if fh, err := folder.Open(files[i].Name); err == nil {
+				if info, err := fh.Stat(); err == nil {
+					infos[i] = info
+				}
+				fh.Close()
+			}
+		}
+		return infos[i]
+	}
 	tr := readTensors(ctx, ck, r, o, m, func(ds safetensors.DataSection, i int) bool {
-		if jobs[i].gitSHA1 || ds.Info == nil {
-			return false
-		}
-		fh, err := folder.Open(r.Files[i].Name)
-		if err != nil {
-			return false
-		}
-		defer fh.Close()
-		info, err := fh.Stat()
-		return err == nil && os.SameFile(info, ds.Info)
+		return !jobs[i].gitSHA1 && ds.Info != nil && os.SameFile(stat(i), ds.Info)
 	})
 	gits := hashAll(ctx, jobs, runtime.GOMAXPROCS(0), m)
 	for i, f := range files {
@@ -736,6 +740,10 @@ func isHex(s string, n int) bool {
 	_, err := hex.DecodeString(s)
 	return err == nil && strings.ToLower(s) == s
 }
+
+// noFile is the os.FileInfo of a file that could not be opened: the same
+// file as none (os.SameFile).
+type noFile struct{ os.FileInfo }
 
 // tensorRead is the read of a model's tensors for the manifest of
 // TensorDigests.
