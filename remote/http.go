@@ -156,6 +156,13 @@ func (c *requestContext) set(caller context.Context) {
 	c.mu.Unlock()
 }
 
+// forget forgets the caller's context, between requests.
+func (c *requestContext) forget() {
+	c.mu.Lock()
+	c.caller = nil
+	c.mu.Unlock()
+}
+
 // exchanges holds the exchanges that can be reused.
 var exchanges = sync.Pool{New: func() any { return newExchange() }}
 
@@ -283,7 +290,7 @@ func (x *exchange) close() {
 		x.cancel(nil) // dropped: whatever net/http still does for it ends
 		return
 	}
-	x.ctx.set(nil)
+	x.ctx.forget()
 	x.o, x.resp, x.stopWatch = nil, nil, nil
 	x.armed, x.ok = false, false
 	exchanges.Put(x)
