@@ -953,12 +953,7 @@ func ctDirect(kind, bits int, dst, src []byte, lo, hi uint64, codes []float32, s
 // weight of the dense format, stored as it is: compressed-tensors'
 // dense decompressor leaves it so, and its scales are left out.
 func (cv *converter) copyDense(m *convertSlot, c *dequantChunk, to safetensors.DType) ([]byte, uint64, error) {
-	shape := c.w.Shape
-	if len(shape) < 2 {
-		shape = []uint64{1, numElements(shape)}
-	}
-	r := len(shape)
-	rows, cols := shape[r-2], shape[r-1]
+	_, rows, cols := matrices(c.w.Shape)
 	base := c.m * rows * cols
 	t, err := cv.read(&m.in, c.w.Values, base+c.r0*cols, base+c.r1*cols)
 	if err != nil {

@@ -124,6 +124,17 @@ func planDequantization(c *Checkpoint, q *Quantization, to safetensors.DType, as
 	return p, nil
 }
 
+// matrices views a weight of the given shape as mats matrices of rows
+// rows of cols values: its last two dimensions, or one row of all its
+// values for a shape of fewer than two.
+func matrices(shape []uint64) (mats, rows, cols uint64) {
+	if len(shape) < 2 {
+		return 1, 1, numElements(shape)
+	}
+	r := len(shape)
+	return numElements(shape[:r-2]), shape[r-2], shape[r-1]
+}
+
 // slicesContains reports whether c holds the named tensor.
 func slicesContains(c *Checkpoint, name string) bool {
 	_, ok := c.find(name)
@@ -169,12 +180,7 @@ func (p *dequantPlan) dequantChunks(c *Checkpoint, w *QuantizedWeight, v safeten
 	if p.q.Method == MethodCompressedTensors {
 		shape = w.Shape // [out, in], stored packed
 	}
-	if len(shape) < 2 {
-		shape = []uint64{1, numElements(shape)}
-	}
-	r := len(shape)
-	rows, cols := shape[r-2], shape[r-1]
-	mats := numElements(shape[:r-2])
+	mats, rows, cols := matrices(shape)
 	step := max(1, dequantChunkValues/max(cols, 1)) // whole rows, any row of a block
 	for m := range mats {
 		for r0 := uint64(0); r0 < rows; r0 += step {
@@ -204,12 +210,7 @@ func (cv *converter) dequantize(m *convertSlot, c *dequantChunk, to safetensors.
 	case MethodCompressedTensors:
 		return cv.dequantCompressed(m, c, to)
 	}
-	shape := v.Shape
-	if len(shape) < 2 {
-		shape = []uint64{1, numElements(shape)}
-	}
-	r := len(shape)
-	rows, cols := shape[r-2], shape[r-1]
+	_, rows, cols := matrices(v.Shape)
 	// The values of the rows.
 	base := c.m * rows * cols
 	vt, err := cv.read(&m.in, c.w.Values, base+c.r0*cols, base+c.r1*cols)
