@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"net/http/cookiejar"
 	"strconv"
@@ -142,7 +143,7 @@ func TestReadSliceAllocs(t *testing.T) {
 				reqs[i].Header["Range"] = ranges[i]
 				reqs[i].Header["If-Range"] = []string{rangeserver.ETag}
 			}
-			plain := testing.AllocsPerRun(100, func() {
+			plainRun := func() {
 				for i, req := range reqs {
 					var b [48]byte
 					ranges[i][0] = string(strconv.AppendInt(append(strconv.AppendInt(append(b[:0], "bytes="...), sent[i].First, 10), '-'), sent[i].Last, 10))
@@ -155,12 +156,21 @@ func TestReadSliceAllocs(t *testing.T) {
 					}
 					resp.Body.Close()
 				}
-			})
-			withRemote := testing.AllocsPerRun(100, func() {
+			}
+			remoteRun := func() {
 				if _, err := r.ReadSlice(ctx.ctx, "w", dst, tc.sel...); err != nil {
 					t.Fatal(err)
 				}
-			})
+			}
+			// The fewest of three measurements each, taken in turns: the
+			// counts are the process's, and net/http's connection
+			// goroutines (and Windows' network poller) may add one to
+			// either side now and then.
+			plain, withRemote := math.Inf(1), math.Inf(1)
+			for range 3 {
+				plain = min(plain, testing.AllocsPerRun(100, plainRun))
+				withRemote = min(withRemote, testing.AllocsPerRun(100, remoteRun))
+			}
 			t.Logf("%s, %s context: %v allocations with remote, %v with net/http alone, for %d requests", tc.name, ctx.name, withRemote, plain, len(sent))
 			assert.LessOrEqual(t, withRemote, plain+ctx.extra*float64(len(sent)), "%s, %s context", tc.name, ctx.name)
 		}
