@@ -772,6 +772,7 @@ func ctRows(kind int, dst, src, scales []byte, rows, rowBytes, in, k, group uint
 					nibbles32(d, s, t)
 				}
 			}
+		case kind == ctBytes && codes == 256 && group == 32 && mxLookupFast(out, row, sc, tabs, int(size)):
 		case kind == ctBytes && codes == 256:
 			for g, e := range sc {
 				t := (*[256]uint32)(tabs[uint64(e)*256:])
@@ -797,13 +798,14 @@ func ctRows(kind int, dst, src, scales []byte, rows, rowBytes, in, k, group uint
 	}
 }
 
-// nibbles16 writes the BF16 bits t[c] of the codes c of src, two a
-// byte, the low nibble first, into dst: four bytes at a time, each
-// output word computed and stored before the next (all computed first,
-// they spill their registers).
+// nibbles16 writes the BF16 bits t[c] (the entries' low 16 bits) of the
+// codes c of src, two a byte, the low nibble first, into dst: by AVX2
+// byte shuffles where they run (nibblesFast), the rest four bytes at a
+// time, each output word computed and stored before the next (all
+// computed first, they spill their registers).
 func nibbles16(dst, src []byte, t *[16]uint32) {
 	dst = dst[:4*len(src)]
-	i := 0
+	i := nibblesFast(dst, src, t, 2)
 	for ; i+4 <= len(src); i += 4 {
 		x := binary.LittleEndian.Uint32(src[i:])
 		d := dst[4*i : 4*i+16]
@@ -820,7 +822,7 @@ func nibbles16(dst, src []byte, t *[16]uint32) {
 // nibbles32 is nibbles16 for F32 bits.
 func nibbles32(dst, src []byte, t *[16]uint32) {
 	dst = dst[:8*len(src)]
-	i := 0
+	i := nibblesFast(dst, src, t, 4)
 	for ; i+4 <= len(src); i += 4 {
 		x := binary.LittleEndian.Uint32(src[i:])
 		d := dst[8*i : 8*i+32]
@@ -835,11 +837,12 @@ func nibbles32(dst, src []byte, t *[16]uint32) {
 	}
 }
 
-// bytes16 writes the BF16 bits t[c] of the codes c of src, a byte each,
-// into dst: eight at a time.
+// bytes16 writes the BF16 bits t[c] (entries of 16 bits) of the codes c
+// of src, a byte each, into dst: by AVX2 gathers where they run
+// (fp8LookupFast), the rest eight at a time.
 func bytes16(dst, src []byte, t *[256]uint32) {
 	dst = dst[:2*len(src)]
-	i := 0
+	i := fp8LookupFast(dst, src, t, 2)
 	for ; i+8 <= len(src); i += 8 {
 		x := binary.LittleEndian.Uint64(src[i:])
 		d := dst[2*i : 2*i+16]
@@ -854,8 +857,9 @@ func bytes16(dst, src []byte, t *[256]uint32) {
 // bytes32 is bytes16 for F32 bits.
 func bytes32(dst, src []byte, t *[256]uint32) {
 	dst = dst[:4*len(src)]
-	for i, b := range src {
-		binary.LittleEndian.PutUint32(dst[4*i:], t[b])
+	k := fp8LookupFast(dst, src, t, 4)
+	for i, b := range src[k:] {
+		binary.LittleEndian.PutUint32(dst[4*(k+i):], t[b])
 	}
 }
 
@@ -882,9 +886,24 @@ func sixes(dst, src []byte, t *[64]uint32, size uint64) {
 
 // ctTable sets tab[c] to the output bits, in the dtype to, of each code's
 // value codes[c] less the zero point z (where hasZero) times the scale s,
-// in the dtype wd (ctValue); for nvfp4, in float32 rounded to BF16.
+// in the dtype wd (ctValue); for nvfp4, in float32 rounded to BF16. The
+// codes are exact in BF16 (every table of ctCodes is).
 func ctTable(tab []uint32, codes []float32, s, z float32, hasZero, nvfp4 bool, wd, to safetensors.DType) {
 	tab = tab[:len(codes)]
+	if wd == safetensors.BF16 || nvfp4 && !hasZero {
+		// Each result rounded to BF16, on vector units where they run:
+		// q-z is q itself without a zero point, the codes being exact.
+		shift, zero := uint(0), float32(0)
+		if to != safetensors.BF16 {
+			shift = 16
+		}
+		if hasZero {
+			zero = z
+		}
+		if bf16TableFast(tab, codes, s, zero, shift) {
+			return
+		}
+	}
 	half := len(codes) / 2
 	if wd == safetensors.BF16 && !hasZero && !nvfp4 && len(codes) <= 256 && codes[0] == float32(-half) && codes[len(codes)-1] == float32(half-1) && !math.IsInf(float64(s), 0) && s == s {
 		// Integers of -half to half-1 (packed, I8): each negative value's

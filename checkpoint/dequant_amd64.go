@@ -11,8 +11,10 @@ import (
 // The AVX2 kernels of dequant_amd64.s run where the CPU and the operating
 // system support AVX2 (the purego build tag turns them off): MXFP4's
 // tiles of mxfp4Tile rows whose every scale gives normal, finite values
-// (in [mxfp4SafeMin, mxfp4SafeMax]), and FP8's lookups of a block's
-// products; the pure-Go loops do the rest.
+// (in [mxfp4SafeMin, mxfp4SafeMax]), FP8's lookups of a block's products,
+// and compressed-tensors' lookups (a code a byte, gathered; two a byte,
+// shuffled) and tables of a BF16 scale's products; the pure-Go loops do
+// the rest.
 
 // useDequantAVX2 reports whether the AVX2 kernels are used.
 var useDequantAVX2 = cpu.X86.HasAVX2
@@ -69,4 +71,68 @@ func fp8LookupFast(dst, src []byte, lut *[256]uint32, size int) int {
 	_ = dst[n*size-1]
 	fp8LookupAVX2(unsafe.SliceData(dst), unsafe.SliceData(src), n, lut, size == 4)
 	return n
+}
+
+// mxLookupAVX2 writes, for each of the groups groups of 32 bytes b of
+// src, tabs[scales[g]*256+b] to dst: the entries' low 16 bits,
+// little-endian, or with f32 all 32.
+//
+//go:noescape
+func mxLookupAVX2(dst *byte, src *byte, groups int, scales *byte, tabs *uint32, f32 bool)
+
+// mxLookupFast writes the groups of 32 bytes of src, each through its
+// scale's table of 256 entries in tabs (scale e's at tabs[e*256:]), as
+// ctRows does for the MX formats of a code a byte, values of size bytes
+// (2 or 4), and reports whether it could: false where AVX2 is missing.
+func mxLookupFast(dst, src, scales []byte, tabs []uint32, size int) bool {
+	g := len(scales)
+	if !useDequantAVX2 || g == 0 {
+		return useDequantAVX2
+	}
+	_ = src[32*g-1]
+	_ = dst[32*g*size-1]
+	_ = tabs[256*256-1]
+	mxLookupAVX2(unsafe.SliceData(dst), unsafe.SliceData(src), g, unsafe.SliceData(scales), unsafe.SliceData(tabs), size == 4)
+	return true
+}
+
+// nibblesAVX2 writes lut[c] for the codes c of the n bytes of src (a
+// multiple of 16), two a byte, the low nibble first, to dst: the
+// entries' low 16 bits, little-endian, or with f32 all 32.
+//
+//go:noescape
+func nibblesAVX2(dst *byte, src *byte, n int, lut *[16]uint32, f32 bool)
+
+// nibblesFast writes lut[c], size bytes (2 or 4), for the codes c of the
+// first multiple of 16 bytes of src, two a byte, the low nibble first, to
+// dst, and returns how many bytes of src it read: none where AVX2 is
+// missing.
+func nibblesFast(dst, src []byte, lut *[16]uint32, size int) int {
+	n := len(src) &^ 15
+	if !useDequantAVX2 || n == 0 {
+		return 0
+	}
+	_ = dst[2*n*size-1]
+	nibblesAVX2(unsafe.SliceData(dst), unsafe.SliceData(src), n, lut, size == 4)
+	return n
+}
+
+// bf16TableAVX2 sets tab[i], for the n codes (a multiple of 8), to the
+// BF16 bits of codes[i]-z rounded to BF16, times s, rounded to BF16,
+// shifted left by shift bits.
+//
+//go:noescape
+func bf16TableAVX2(tab *uint32, codes *float32, n int, s, z float32, shift uint64)
+
+// bf16TableFast sets tab[i] to bf16Bits(bf16(codes[i]-z)*s) << shift for
+// each code, as ctTable does for a BF16 scale, and reports whether it
+// could: false where AVX2 is missing or the codes are not a multiple of 8.
+func bf16TableFast(tab []uint32, codes []float32, s, z float32, shift uint) bool {
+	n := len(codes)
+	if !useDequantAVX2 || n == 0 || n%8 != 0 {
+		return false
+	}
+	_ = tab[n-1]
+	bf16TableAVX2(unsafe.SliceData(tab), unsafe.SliceData(codes), n, s, z, uint64(shift))
+	return true
 }

@@ -217,3 +217,232 @@ wide32:
 done:
 	VZEROUPPER
 	RET
+
+// func mxLookupAVX2(dst *byte, src *byte, groups int, scales *byte, tabs *uint32, f32 bool)
+//
+// Writes, for each group g of 32 bytes of src, tabs[scales[g]*256+b] for
+// each byte b of the group: the entries' low 16 bits, little-endian, or
+// with f32 all 32; eight entries gathered at a time.
+TEXT ·mxLookupAVX2(SB), NOSPLIT, $0-41
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ groups+16(FP), CX
+	MOVQ scales+24(FP), DX
+	MOVQ tabs+32(FP), R10
+	MOVBQZX f32+40(FP), R9
+	TESTQ CX, CX
+	JZ mxdone
+	TESTQ R9, R9
+	JNZ mxwide
+mx16:
+	MOVBQZX (DX), AX
+	SHLQ $10, AX
+	LEAQ (R10)(AX*1), R8 // the group's table
+	VPMOVZXBD (SI), Y0
+	VPMOVZXBD 8(SI), Y1
+	VPMOVZXBD 16(SI), Y6
+	VPMOVZXBD 24(SI), Y7
+	VPCMPEQD Y4, Y4, Y4
+	VPCMPEQD Y5, Y5, Y5
+	VPGATHERDD Y4, (R8)(Y0*4), Y2
+	VPGATHERDD Y5, (R8)(Y1*4), Y3
+	VPCMPEQD Y4, Y4, Y4
+	VPCMPEQD Y5, Y5, Y5
+	VPGATHERDD Y4, (R8)(Y6*4), Y8
+	VPGATHERDD Y5, (R8)(Y7*4), Y9
+	VPACKUSDW Y3, Y2, Y2
+	VPERMQ $0xd8, Y2, Y2
+	VPACKUSDW Y9, Y8, Y8
+	VPERMQ $0xd8, Y8, Y8
+	VMOVDQU Y2, (DI)
+	VMOVDQU Y8, 32(DI)
+	INCQ DX
+	ADDQ $32, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ mx16
+	JMP mxdone
+mxwide:
+	MOVBQZX (DX), AX
+	SHLQ $10, AX
+	LEAQ (R10)(AX*1), R8
+	VPMOVZXBD (SI), Y0
+	VPMOVZXBD 8(SI), Y1
+	VPMOVZXBD 16(SI), Y6
+	VPMOVZXBD 24(SI), Y7
+	VPCMPEQD Y4, Y4, Y4
+	VPCMPEQD Y5, Y5, Y5
+	VPGATHERDD Y4, (R8)(Y0*4), Y2
+	VPGATHERDD Y5, (R8)(Y1*4), Y3
+	VPCMPEQD Y4, Y4, Y4
+	VPCMPEQD Y5, Y5, Y5
+	VPGATHERDD Y4, (R8)(Y6*4), Y8
+	VPGATHERDD Y5, (R8)(Y7*4), Y9
+	VMOVDQU Y2, (DI)
+	VMOVDQU Y3, 32(DI)
+	VMOVDQU Y8, 64(DI)
+	VMOVDQU Y9, 96(DI)
+	INCQ DX
+	ADDQ $32, SI
+	ADDQ $128, DI
+	DECQ CX
+	JNZ mxwide
+mxdone:
+	VZEROUPPER
+	RET
+
+// nibbleSplit gathers byte k of four little-endian words into the
+// k-th word: bytes 0,4,8,12, 1,5,9,13, 2,6,10,14, 3,7,11,15.
+DATA nibbleSplit<>+0(SB)/8, $0x0d0905010c080400
+DATA nibbleSplit<>+8(SB)/8, $0x0f0b07030e0a0602
+GLOBL nibbleSplit<>(SB), RODATA|NOPTR, $16
+
+// nibbleMask is 32 bytes 0x0f.
+DATA nibbleMask<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA nibbleMask<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA nibbleMask<>+16(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA nibbleMask<>+24(SB)/8, $0x0f0f0f0f0f0f0f0f
+GLOBL nibbleMask<>(SB), RODATA|NOPTR, $32
+
+// func nibblesAVX2(dst *byte, src *byte, n int, lut *[16]uint32, f32 bool)
+//
+// Writes lut[c] for the codes c of the n bytes of src (a multiple of 16),
+// two a byte, the low nibble first: the entries' low 16 bits, little-
+// endian, or with f32 all 32. The table's bytes k (of its 16 entries) are
+// transposed into Yk, each a byte shuffle's table: 32 codes a step, in
+// order in a vector, looked up by two shuffles (four for f32) whose bytes
+// are then interleaved into the entries.
+TEXT ·nibblesAVX2(SB), NOSPLIT, $0-33
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ lut+24(FP), R8
+	MOVBQZX f32+32(FP), R9
+	VMOVDQU 0(R8), X0
+	VMOVDQU 16(R8), X1
+	VMOVDQU 32(R8), X2
+	VMOVDQU 48(R8), X3
+	VMOVDQU nibbleSplit<>(SB), X4
+	VPSHUFB X4, X0, X0 // words: byte 0 of entries 0-3, byte 1, 2, 3
+	VPSHUFB X4, X1, X1 // of entries 4-7
+	VPSHUFB X4, X2, X2 // 8-11
+	VPSHUFB X4, X3, X3 // 12-15
+	VPUNPCKLDQ X1, X0, X4
+	VPUNPCKHDQ X1, X0, X5
+	VPUNPCKLDQ X3, X2, X6
+	VPUNPCKHDQ X3, X2, X7
+	VPUNPCKLQDQ X6, X4, X0 // byte 0 of the 16 entries
+	VPUNPCKHQDQ X6, X4, X1 // byte 1
+	VPUNPCKLQDQ X7, X5, X2 // byte 2
+	VPUNPCKHQDQ X7, X5, X3 // byte 3
+	VINSERTI128 $1, X0, Y0, Y0
+	VINSERTI128 $1, X1, Y1, Y1
+	VINSERTI128 $1, X2, Y2, Y2
+	VINSERTI128 $1, X3, Y3, Y3
+	VMOVDQU nibbleMask<>(SB), Y15
+	SHRQ $4, CX
+	JZ nibdone
+	TESTQ R9, R9
+	JNZ nibwide
+
+// CODES leaves the 32 codes of the 16 bytes at SI in Y10, in order.
+#define CODES \
+	VMOVDQU (SI), X8 \
+	VPSRLW $4, X8, X9 \
+	VPAND X15, X8, X8 \
+	VPAND X15, X9, X9 \
+	VPUNPCKLBW X9, X8, X10 \
+	VPUNPCKHBW X9, X8, X11 \
+	VINSERTI128 $1, X11, Y10, Y10
+
+nib16:
+	CODES
+	VPSHUFB Y10, Y0, Y12
+	VPSHUFB Y10, Y1, Y13
+	VPUNPCKLBW Y13, Y12, Y8 // codes 0-7 | 16-23
+	VPUNPCKHBW Y13, Y12, Y9 // 8-15 | 24-31
+	VPERM2I128 $0x20, Y9, Y8, Y10
+	VPERM2I128 $0x31, Y9, Y8, Y11
+	VMOVDQU Y10, 0(DI)
+	VMOVDQU Y11, 32(DI)
+	ADDQ $16, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ nib16
+	JMP nibdone
+nibwide:
+	CODES
+	VPSHUFB Y10, Y0, Y4
+	VPSHUFB Y10, Y1, Y5
+	VPSHUFB Y10, Y2, Y6
+	VPSHUFB Y10, Y3, Y7
+	VPUNPCKLBW Y5, Y4, Y8   // low words, codes 0-7 | 16-23
+	VPUNPCKHBW Y5, Y4, Y9   // 8-15 | 24-31
+	VPUNPCKLBW Y7, Y6, Y11  // high words
+	VPUNPCKHBW Y7, Y6, Y12
+	VPUNPCKLWD Y11, Y8, Y4  // codes 0-3 | 16-19
+	VPUNPCKHWD Y11, Y8, Y5  // 4-7 | 20-23
+	VPUNPCKLWD Y12, Y9, Y6  // 8-11 | 24-27
+	VPUNPCKHWD Y12, Y9, Y7  // 12-15 | 28-31
+	VPERM2I128 $0x20, Y5, Y4, Y8
+	VPERM2I128 $0x20, Y7, Y6, Y9
+	VPERM2I128 $0x31, Y5, Y4, Y11
+	VPERM2I128 $0x31, Y7, Y6, Y12
+	VMOVDQU Y8, 0(DI)
+	VMOVDQU Y9, 32(DI)
+	VMOVDQU Y11, 64(DI)
+	VMOVDQU Y12, 96(DI)
+	ADDQ $16, SI
+	ADDQ $128, DI
+	DECQ CX
+	JNZ nibwide
+nibdone:
+	VZEROUPPER
+	RET
+
+// BF16ROUND leaves in R the BF16 bits of the float32 values X, rounded
+// to nearest even (0xffff for a NaN), in the low halves of its words; T
+// is a temporary, Y4 ones, Y5 0x7fff words.
+#define BF16ROUND(X, R, T) \
+	VPSRLD $16, X, R \
+	VPAND Y4, R, R \
+	VPADDD Y5, R, R \
+	VPADDD X, R, R \
+	VPSRLD $16, R, R \
+	VCMPPS $3, X, X, T \
+	VPSRLD $16, T, T \
+	VPOR T, R, R
+
+// func bf16TableAVX2(tab *uint32, codes *float32, n int, s float32, z float32, shift uint64)
+//
+// Sets tab[i], for the n codes (a multiple of 8), to the BF16 bits of
+// codes[i]-z rounded to BF16, times s, rounded to BF16 (bf16Bits), shifted
+// left by shift bits: ctTable's rule for a BF16 scale.
+TEXT ·bf16TableAVX2(SB), NOSPLIT, $0-40
+	MOVQ tab+0(FP), DI
+	MOVQ codes+8(FP), SI
+	MOVQ n+16(FP), CX
+	VBROADCASTSS s+24(FP), Y0
+	VBROADCASTSS z+28(FP), Y1
+	VMOVQ shift+32(FP), X2
+	VPCMPEQD Y3, Y3, Y3
+	VPSRLD $31, Y3, Y4 // 1
+	VPSRLD $17, Y3, Y5 // 0x7fff
+	SHRQ $3, CX
+	JZ tabdone
+tabloop:
+	VMOVUPS (SI), Y6
+	VSUBPS Y1, Y6, Y6
+	BF16ROUND(Y6, Y7, Y8)
+	VPSLLD $16, Y7, Y6
+	VMULPS Y0, Y6, Y6
+	BF16ROUND(Y6, Y7, Y8)
+	VPSLLD X2, Y7, Y7
+	VMOVDQU Y7, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ tabloop
+tabdone:
+	VZEROUPPER
+	RET
