@@ -548,7 +548,7 @@ func (cv *converter) dequantCompressed(m *convertSlot, c *dequantChunk, to safet
 	mx := w.format == formatMXFP4 || w.format == formatMXFP6 || w.format == formatMXFP8
 	if mx { // a table for every scale
 		tabs := mxTable(w.format, codes, to)
-		ctRows(kind, out, vt.Data, st.Data, rows, rowBytes, in, kk, group, tabs, uint64(len(codes)), size)
+		ctRows(kind, out, vt.Data, st.Data, rows, rowBytes, in, kk, group, tabs, m.nibbleLUTs(kind, tabs), uint64(len(codes)), size)
 		return out, uint64(len(vt.Data)), nil
 	}
 	if m.scales, err = st.AppendFloat32s(m.scales[:0]); err != nil {
@@ -580,7 +580,7 @@ func (cv *converter) dequantCompressed(m *convertSlot, c *dequantChunk, to safet
 		for sc := range 256 {
 			ctTable(tabs[sc*16:(sc+1)*16], codes, f8[sc]/global, 0, false, true, wd, to)
 		}
-		ctRows(kind, out, vt.Data, st.Data, rows, rowBytes, in, kk, group, tabs, 16, size)
+		ctRows(kind, out, vt.Data, st.Data, rows, rowBytes, in, kk, group, tabs, m.nibbleLUTs(kind, tabs), 16, size)
 		return out, uint64(len(vt.Data)), nil
 	}
 	tab := make([]uint32, len(codes)) // a group's: 1 KiB at most, a chunk
@@ -736,18 +736,25 @@ func ctGroup(kind, bits int, dst, src []byte, lo, hi uint64, tab []uint32, size 
 // exponent, or an NVFP4 F8_E4M3 scale), through tabs[scale*codes:], the
 // output bits of each code for each scale: the MX formats' and NVFP4's
 // rows, whose groups are small, each group's table looked up as its
-// values are written.
-func ctRows(kind int, dst, src, scales []byte, rows, rowBytes, in, k, group uint64, tabs []uint32, codes, size uint64) {
+// values are written. luts, where not nil, are tabs for byte shuffles
+// (nibbleLUTs), for codes two a byte.
+func ctRows(kind int, dst, src, scales []byte, rows, rowBytes, in, k, group uint64, tabs []uint32, luts *[256 * 64]byte, codes, size uint64) {
 	for r := range rows {
 		row, out := src[r*rowBytes:(r+1)*rowBytes], dst[r*in*size:(r+1)*in*size]
 		sc := scales[r*k : (r+1)*k]
+		g0 := 0 // the groups written by AVX2 byte shuffles
+		if luts != nil && kind == ctNibbles && codes == 16 {
+			if g0 = nibbleGroupsFast(out, row, sc, group, luts, int(size)); g0 == len(sc) {
+				continue
+			}
+		}
 		switch {
 		case kind == ctNibbles && codes == 16 && group%16 == 0 && size == 2:
 			// Eight bytes of a group at a time, in place: NVFP4's groups
 			// are of eight bytes, MXFP4's of sixteen.
 			gb := group / 2 // bytes a group
-			for g, e := range sc {
-				t := (*[16]uint32)(tabs[uint64(e)*16:])
+			for g := g0; g < len(sc); g++ {
+				t := (*[16]uint32)(tabs[uint64(sc[g])*16:])
 				at := uint64(g) * gb
 				for w := uint64(0); w < gb; w += 8 {
 					x := binary.LittleEndian.Uint64(row[at+w:])
@@ -763,8 +770,8 @@ func ctRows(kind int, dst, src, scales []byte, rows, rowBytes, in, k, group uint
 			}
 		case kind == ctNibbles && codes == 16 && group%16 == 0:
 			gb := group / 2 // bytes a group
-			for g, e := range sc {
-				t := (*[16]uint32)(tabs[uint64(e)*16:])
+			for g := g0; g < len(sc); g++ {
+				t := (*[16]uint32)(tabs[uint64(sc[g])*16:])
 				s, d := row[uint64(g)*gb:(uint64(g)+1)*gb], out[uint64(g)*group*size:(uint64(g)+1)*group*size]
 				if size == 2 {
 					nibbles16(d, s, t)
@@ -796,6 +803,27 @@ func ctRows(kind int, dst, src, scales []byte, rows, rowBytes, in, k, group uint
 			}
 		}
 	}
+}
+
+// nibbleLUTs returns the tables tabs of 16 entries for each of 256
+// scales as the AVX2 byte shuffles take them (nibbleGroupsFast), in m's
+// memory: scale e's at [64*e:], bytes k of its entries at 16*k; nil
+// without AVX2, or for codes not two a byte.
+func (m *convertSlot) nibbleLUTs(kind int, tabs []uint32) *[256 * 64]byte {
+	if !useDequantAVX2 || kind != ctNibbles || len(tabs) != 256*16 {
+		return nil
+	}
+	if m.luts == nil {
+		m.luts = new([256 * 64]byte)
+	}
+	for e := range 256 {
+		for c, x := range tabs[e*16 : (e+1)*16] {
+			for k := range 4 {
+				m.luts[64*e+16*k+c] = byte(x >> (8 * k))
+			}
+		}
+	}
+	return m.luts
 }
 
 // nibbles16 writes the BF16 bits t[c] (the entries' low 16 bits) of the

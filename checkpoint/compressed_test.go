@@ -206,8 +206,10 @@ func TestCompressedTables(t *testing.T) {
 
 // TestCompressedLookups compares the lookups of a code a byte (bytes16,
 // bytes32: AVX2 gathers where they run), two a byte (nibbles16,
-// nibbles32: byte shuffles) and of the MX formats' groups of 32 bytes
-// (ctRows, a table for each scale), with each code looked up alone, on
+// nibbles32: byte shuffles) and of the rows of groups of a scale each
+// (ctRows: MXFP8's groups of 32 bytes, NVFP4's and MXFP4's of 16 and 32
+// codes two a byte, a table for each scale), with each code looked up
+// alone, on
 // every code, random tables, and lengths that end in partial vectors.
 func TestCompressedLookups(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
@@ -287,8 +289,40 @@ func TestCompressedLookups(t *testing.T) {
 				for i, b := range src {
 					put(want[i*size:], tabs[uint64(sc[uint64(i)/32])*256+uint64(b)])
 				}
-				ctRows(ctBytes, got, src, sc, rows, in, in, k, 32, tabs, 256, uint64(size))
+				ctRows(ctBytes, got, src, sc, rows, in, in, k, 32, tabs, nil, 256, uint64(size))
 				require.Equal(t, want, got, "groups of 32 bytes, %d a row, %d bytes", k, size)
+			}
+			// Rows of groups of 16 and 32 codes two a byte (NVFP4, MXFP4),
+			// each of its scale, through the tables for byte shuffles:
+			// every scale, every byte, odd counts of groups.
+			t16s := tabs[:256*16]
+			var m convertSlot
+			luts := m.nibbleLUTs(ctNibbles, t16s)
+			for _, group := range []uint64{16, 32} {
+				for _, k := range []uint64{1, 2, 3, 8, 256} {
+					const rows = 3
+					in := group * k
+					src := make([]byte, rows*in/2)
+					for i := range src {
+						src[i] = byte(i*7 + i/256)
+					}
+					sc := make([]byte, rows*k)
+					for i := range sc {
+						sc[i] = byte(rng.Uint32())
+						if k == 256 {
+							sc[i] = byte(i)
+						}
+					}
+					want, got := make([]byte, rows*in*uint64(size)), make([]byte, rows*in*uint64(size))
+					for i, b := range src {
+						for h, c := range [2]byte{b & 15, b >> 4} {
+							j := uint64(2*i + h)
+							put(want[j*uint64(size):], t16s[uint64(sc[j/group])*16+uint64(c)])
+						}
+					}
+					ctRows(ctNibbles, got, src, sc, rows, in/2, in, k, group, t16s, luts, 16, uint64(size))
+					require.Equal(t, want, got, "groups of %d codes two a byte, %d a row, %d bytes", group, k, size)
+				}
 			}
 		}
 	})

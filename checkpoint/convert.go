@@ -157,10 +157,11 @@ type converter struct {
 
 // convertSlot is the memory of one chunk under way.
 type convertSlot struct {
-	in  []byte     // the chunk's bytes, for a source read through ReadAt (an MXFP4 chunk's, from any)
-	f32 []float32  // the chunk decoded
-	buf []byte     // the chunk encoded
-	fp8 *fp8Tables // an FP8 block's products
+	in   []byte          // the chunk's bytes, for a source read through ReadAt (an MXFP4 chunk's, from any)
+	f32  []float32       // the chunk decoded
+	buf  []byte          // the chunk encoded
+	fp8  *fp8Tables      // an FP8 block's products
+	luts *[256 * 64]byte // a table of 16 entries for each of 256 scales, for byte shuffles (nibbleLUTs)
 
 	scaleIn []byte    // a dequantized chunk's scales, for a source read through ReadAt
 	scales  []float32 // its scales decoded

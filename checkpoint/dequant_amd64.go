@@ -136,3 +136,36 @@ func bf16TableFast(tab []uint32, codes []float32, s, z float32, shift uint) bool
 	bf16TableAVX2(unsafe.SliceData(tab), unsafe.SliceData(codes), n, s, z, uint64(shift))
 	return true
 }
+
+// nibbleGroupsAVX2 writes the steps steps of 16 bytes of src, two codes a
+// byte, each half of a step through the table of its scale: the first's
+// scales[0], the second's scales[second], scales moving on by second+1
+// a step; scale e's table is luts[64*e:], bytes k of its 16 entries at
+// 16*k (nibbleLUTs). The entries' low 16 bits, little-endian, or with
+// f32 all 32.
+//
+//go:noescape
+func nibbleGroupsAVX2(dst *byte, src *byte, steps int, scales *byte, second int, luts *byte, f32 bool)
+
+// nibbleGroupsFast writes the groups of a row src of codes two a byte,
+// group codes each (16 or 32), the group g through the table of its scale
+// scales[g] in luts (nibbleLUTs), values of size bytes (2 or 4), and
+// returns how many groups it wrote: those of whole steps of 16 bytes,
+// none where AVX2 is missing.
+func nibbleGroupsFast(dst, src, scales []byte, group uint64, luts *[256 * 64]byte, size int) int {
+	if !useDequantAVX2 || group != 16 && group != 32 {
+		return 0
+	}
+	g, steps, second := len(scales), len(scales), 0
+	if group == 16 {
+		g, steps, second = len(scales)&^1, len(scales)/2, 1
+	}
+	if steps == 0 {
+		return 0
+	}
+	n := steps * 16 // bytes of src
+	_ = src[n-1]
+	_ = dst[2*n*size-1]
+	nibbleGroupsAVX2(unsafe.SliceData(dst), unsafe.SliceData(src), steps, unsafe.SliceData(scales), second, &luts[0], size == 4)
+	return g
+}

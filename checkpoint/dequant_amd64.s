@@ -446,3 +446,91 @@ tabloop:
 tabdone:
 	VZEROUPPER
 	RET
+
+// NGTABLES loads the bytes K (at K*16) of the tables of the scales AX and
+// BX (offsets in R10's tables of 64 bytes) into the low and high lanes of R.
+#define NGTABLES(K, R, X) \
+	VMOVDQU K(R10)(AX*1), X \
+	VINSERTI128 $1, K(R10)(BX*1), R, R
+
+// NGSCALES sets AX and BX to the offsets of the tables of the step's two
+// groups of 8 bytes (the same for a group of 16), and moves DX on.
+#define NGSCALES \
+	MOVBQZX (DX), AX \
+	MOVBQZX (DX)(R11*1), BX \
+	LEAQ 1(DX)(R11*1), DX \
+	SHLQ $6, AX \
+	SHLQ $6, BX
+
+// func nibbleGroupsAVX2(dst *byte, src *byte, steps int, scales *byte, second int, luts *byte, f32 bool)
+//
+// nibblesAVX2 for steps of 16 bytes of src whose halves each have their
+// own table: the first's of scale scales[0], the second's of scale
+// scales[second] (second 1 for groups of 8 bytes, 0 for groups of 16),
+// scales moving on by second+1 a step. Scale e's table is the 64 bytes
+// luts[64*e:], bytes k of its 16 entries at 16*k.
+TEXT ·nibbleGroupsAVX2(SB), NOSPLIT, $0-49
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ steps+16(FP), CX
+	MOVQ scales+24(FP), DX
+	MOVQ second+32(FP), R11
+	MOVQ luts+40(FP), R10
+	MOVBQZX f32+48(FP), R9
+	VMOVDQU nibbleMask<>(SB), Y15
+	TESTQ CX, CX
+	JZ ngdone
+	TESTQ R9, R9
+	JNZ ngwide
+ng16:
+	NGSCALES
+	NGTABLES(0, Y0, X0)
+	NGTABLES(16, Y1, X1)
+	CODES
+	VPSHUFB Y10, Y0, Y12
+	VPSHUFB Y10, Y1, Y13
+	VPUNPCKLBW Y13, Y12, Y8
+	VPUNPCKHBW Y13, Y12, Y9
+	VPERM2I128 $0x20, Y9, Y8, Y10
+	VPERM2I128 $0x31, Y9, Y8, Y11
+	VMOVDQU Y10, 0(DI)
+	VMOVDQU Y11, 32(DI)
+	ADDQ $16, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ ng16
+	JMP ngdone
+ngwide:
+	NGSCALES
+	NGTABLES(0, Y0, X0)
+	NGTABLES(16, Y1, X1)
+	NGTABLES(32, Y2, X2)
+	NGTABLES(48, Y3, X3)
+	CODES
+	VPSHUFB Y10, Y0, Y4
+	VPSHUFB Y10, Y1, Y5
+	VPSHUFB Y10, Y2, Y6
+	VPSHUFB Y10, Y3, Y7
+	VPUNPCKLBW Y5, Y4, Y8
+	VPUNPCKHBW Y5, Y4, Y9
+	VPUNPCKLBW Y7, Y6, Y11
+	VPUNPCKHBW Y7, Y6, Y12
+	VPUNPCKLWD Y11, Y8, Y4
+	VPUNPCKHWD Y11, Y8, Y5
+	VPUNPCKLWD Y12, Y9, Y6
+	VPUNPCKHWD Y12, Y9, Y7
+	VPERM2I128 $0x20, Y5, Y4, Y8
+	VPERM2I128 $0x20, Y7, Y6, Y9
+	VPERM2I128 $0x31, Y5, Y4, Y11
+	VPERM2I128 $0x31, Y7, Y6, Y12
+	VMOVDQU Y8, 0(DI)
+	VMOVDQU Y9, 32(DI)
+	VMOVDQU Y11, 64(DI)
+	VMOVDQU Y12, 96(DI)
+	ADDQ $16, SI
+	ADDQ $128, DI
+	DECQ CX
+	JNZ ngwide
+ngdone:
+	VZEROUPPER
+	RET

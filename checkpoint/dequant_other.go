@@ -24,3 +24,5 @@ func mxLookupFast(dst, src, scales []byte, tabs []uint32, size int) bool { retur
 func nibblesFast(dst, src []byte, lut *[16]uint32, size int) int { return 0 }
 
 func bf16TableFast(tab []uint32, codes []float32, s, z float32, shift uint) bool { return false }
+
+func nibbleGroupsFast(dst, src, scales []byte, group uint64, luts *[256 * 64]byte, size int) int { return 0 }
