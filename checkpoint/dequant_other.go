@@ -25,4 +25,6 @@ func nibblesFast(dst, src []byte, lut *[16]uint32, size int) int { return 0 }
 
 func bf16TableFast(tab []uint32, codes []float32, s, z float32, shift uint) bool { return false }
 
-func nibbleGroupsFast(dst, src, scales []byte, group uint64, luts *[256 * 64]byte, size int) int { return 0 }
+func nibbleGroupsFast(dst, src, scales []byte, group uint64, luts *[256 * 64]byte, size int) int {
+	return 0
+}
