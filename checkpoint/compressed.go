@@ -790,6 +790,7 @@ func ctRows(kind int, dst, src, scales []byte, rows, rowBytes, in, k, group uint
 					bytes32(d, s, t)
 				}
 			}
+		case kind == ctSixes && codes == 64 && group == 32 && mx6LookupFast(out, row, sc, tabs, int(size)):
 		case kind == ctSixes && codes == 64 && group%4 == 0:
 			gb := group / 4 * 3 // bytes a group
 			for g, e := range sc {

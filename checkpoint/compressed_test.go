@@ -208,7 +208,8 @@ func TestCompressedTables(t *testing.T) {
 // bytes32: AVX2 gathers where they run), two a byte (nibbles16,
 // nibbles32: byte shuffles) and of the rows of groups of a scale each
 // (ctRows: MXFP8's groups of 32 bytes, NVFP4's and MXFP4's of 16 and 32
-// codes two a byte, a table for each scale), with each code looked up
+// codes two a byte, MXFP6's of 32 codes in 24 bytes, a table for each
+// scale), with each code looked up
 // alone, on
 // every code, random tables, and lengths that end in partial vectors.
 func TestCompressedLookups(t *testing.T) {
@@ -291,6 +292,32 @@ func TestCompressedLookups(t *testing.T) {
 				}
 				ctRows(ctBytes, got, src, sc, rows, in, in, k, 32, tabs, nil, 256, uint64(size))
 				require.Equal(t, want, got, "groups of 32 bytes, %d a row, %d bytes", k, size)
+			}
+			// Rows of groups of 32 codes of 6 bits, four in 3 bytes
+			// (MXFP6), each of its scale: every scale, every code.
+			for _, k := range []uint64{1, 3, 8, 256} {
+				const rows = 3
+				in := 32 * k
+				src := make([]byte, rows*in/4*3)
+				for i := range src {
+					src[i] = byte(rng.Uint32())
+				}
+				sc := make([]byte, rows*k)
+				for i := range sc {
+					sc[i] = byte(rng.Uint32())
+					if k == 256 {
+						sc[i] = byte(i)
+					}
+				}
+				want, got := make([]byte, rows*in*uint64(size)), make([]byte, rows*in*uint64(size))
+				for j := range rows * in {
+					at := j / 4 * 3
+					word := uint64(src[at]) | uint64(src[at+1])<<8 | uint64(src[at+2])<<16
+					c := word >> (6 * (j % 4)) & 63
+					put(want[j*uint64(size):], tabs[uint64(sc[j/32])*64+c])
+				}
+				ctRows(ctSixes, got, src, sc, rows, in/4*3, in, k, 32, tabs[:256*64], nil, 64, uint64(size))
+				require.Equal(t, want, got, "groups of 32 codes of 6 bits, %d a row, %d bytes", k, size)
 			}
 			// Rows of groups of 16 and 32 codes two a byte (NVFP4, MXFP4),
 			// each of its scale, through the tables for byte shuffles:

@@ -169,3 +169,27 @@ func nibbleGroupsFast(dst, src, scales []byte, group uint64, luts *[256 * 64]byt
 	nibbleGroupsAVX2(unsafe.SliceData(dst), unsafe.SliceData(src), steps, unsafe.SliceData(scales), second, &luts[0], size == 4)
 	return g
 }
+
+// mx6LookupAVX2 writes, for each of the groups groups of 24 bytes of src
+// (32 codes of 6 bits, four in three bytes, little-endian),
+// tabs[scales[g]*64+c] for each code c to dst: the entries' low 16 bits,
+// little-endian, or with f32 all 32.
+//
+//go:noescape
+func mx6LookupAVX2(dst *byte, src *byte, groups int, scales *byte, tabs *uint32, f32 bool)
+
+// mx6LookupFast writes the groups of 24 bytes of src (MXFP6's 32 codes),
+// each through its scale's table of 64 entries in tabs (scale e's at
+// tabs[e*64:]), as ctRows does, values of size bytes (2 or 4), and
+// reports whether it could: false where AVX2 is missing.
+func mx6LookupFast(dst, src, scales []byte, tabs []uint32, size int) bool {
+	g := len(scales)
+	if !useDequantAVX2 || g == 0 {
+		return useDequantAVX2
+	}
+	_ = src[24*g-1]
+	_ = dst[32*g*size-1]
+	_ = tabs[256*64-1]
+	mx6LookupAVX2(unsafe.SliceData(dst), unsafe.SliceData(src), g, unsafe.SliceData(scales), unsafe.SliceData(tabs), size == 4)
+	return true
+}

@@ -534,3 +534,70 @@ ngwide:
 ngdone:
 	VZEROUPPER
 	RET
+
+// sixOffsets and sixShifts place the 6-bit codes of 6 bytes, two
+// little-endian words of 24 bits: code k is at bit 6k of the first word
+// (bytes 0-2), at bit 8+6(k-4) of bytes 2-5 for the second word's.
+DATA sixOffsets<>+0(SB)/8, $0
+DATA sixOffsets<>+8(SB)/8, $0
+DATA sixOffsets<>+16(SB)/8, $0x0000000200000002
+DATA sixOffsets<>+24(SB)/8, $0x0000000200000002
+GLOBL sixOffsets<>(SB), RODATA|NOPTR, $32
+DATA sixShifts<>+0(SB)/8, $0x0000000600000000
+DATA sixShifts<>+8(SB)/8, $0x000000120000000c
+DATA sixShifts<>+16(SB)/8, $0x0000000e00000008
+DATA sixShifts<>+24(SB)/8, $0x0000001a00000014
+GLOBL sixShifts<>(SB), RODATA|NOPTR, $32
+
+// func mx6LookupAVX2(dst *byte, src *byte, groups int, scales *byte, tabs *uint32, f32 bool)
+//
+// Writes, for each group g of 24 bytes of src (32 codes of 6 bits, four
+// in three bytes, little-endian), tabs[scales[g]*64+c] for each code c:
+// the entries' low 16 bits, little-endian, or with f32 all 32. Eight
+// codes a step: their words gathered from 6 bytes, shifted, masked, and
+// their entries gathered.
+TEXT ·mx6LookupAVX2(SB), NOSPLIT, $0-41
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ groups+16(FP), CX
+	MOVQ scales+24(FP), DX
+	MOVQ tabs+32(FP), R10
+	MOVBQZX f32+40(FP), R9
+	VMOVDQU sixOffsets<>(SB), Y12
+	VMOVDQU sixShifts<>(SB), Y13
+	VPCMPEQD Y14, Y14, Y14
+	VPSRLD $26, Y14, Y14 // 63
+	TESTQ CX, CX
+	JZ m6done
+m6group:
+	MOVBQZX (DX), AX
+	SHLQ $8, AX
+	LEAQ (R10)(AX*1), R8 // the group's table
+	MOVQ $4, BX
+m6step:
+	VPCMPEQD Y4, Y4, Y4
+	VPGATHERDD Y4, (SI)(Y12*1), Y0
+	VPSRLVD Y13, Y0, Y0
+	VPAND Y14, Y0, Y0
+	VPCMPEQD Y5, Y5, Y5
+	VPGATHERDD Y5, (R8)(Y0*4), Y1
+	TESTQ R9, R9
+	JNZ m6wide
+	VPACKUSDW Y1, Y1, Y1
+	VPERMQ $0xd8, Y1, Y1
+	VMOVDQU X1, (DI)
+	ADDQ $16, DI
+	JMP m6next
+m6wide:
+	VMOVDQU Y1, (DI)
+	ADDQ $32, DI
+m6next:
+	ADDQ $6, SI
+	DECQ BX
+	JNZ m6step
+	INCQ DX
+	DECQ CX
+	JNZ m6group
+m6done:
+	VZEROUPPER
+	RET

@@ -16,10 +16,13 @@ func mxfp4TileFast(out []byte, size, line int, blocks []byte, bstride int, scale
 // architectures and the purego build tag do without: it writes nothing.
 func fp8LookupFast(dst, src []byte, lut *[256]uint32, size int) int { return 0 }
 
-// mxLookupFast, nibblesFast, nibbleGroupsFast and bf16TableFast are the
-// AVX2 kernels' entries (dequant_amd64.go), which other architectures and
-// the purego build tag do without: they do nothing.
+// mxLookupFast, mx6LookupFast, nibblesFast, nibbleGroupsFast and
+// bf16TableFast are the AVX2 kernels' entries (dequant_amd64.go), which
+// other architectures and the purego build tag do without: they do
+// nothing.
 func mxLookupFast(dst, src, scales []byte, tabs []uint32, size int) bool { return false }
+
+func mx6LookupFast(dst, src, scales []byte, tabs []uint32, size int) bool { return false }
 
 func nibblesFast(dst, src []byte, lut *[16]uint32, size int) int { return 0 }
 
