@@ -27,6 +27,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"weak"
 
 	"github.com/safetensors-go/safetensors"
 	"github.com/safetensors-go/safetensors/internal/pagecache"
@@ -453,27 +454,47 @@ func (ld *load) stop() {
 	if ld.own {
 		// Every goroutine of the load has ended (done is closed after
 		// them): none writes to the memory any more.
-		mem := ld.arena.mem
-		spareMemory.Put(&mem)
+		putMemory(ld.arena.mem)
 	}
 }
 
-// spareMemory holds memory of loads that ended, as *[]byte, for the next
-// load: memory once used costs the next load no page faults (nor the
-// zeroing of new memory), which are a tenth of a load's time with
-// HashFiles. The garbage collector reclaims what no load takes.
-var spareMemory sync.Pool
+// spare is the memory of the last load that ended, for the next load:
+// memory once used costs the next load no page faults (nor the zeroing of
+// new memory), which are a tenth of a load's time with HashFiles. It is
+// held weakly: the garbage collector reclaims it at its next cycle unless
+// a load took it. One slot under a lock, not a sync.Pool: a pool keeps
+// what a goroutine puts in a slot of its processor's that a goroutine on
+// another processor cannot take, so the next load, its goroutine moved,
+// would allocate anew while the spare memory sat idle.
+var spare struct {
+	mu  sync.Mutex
+	mem weak.Pointer[[]byte]
+}
 
-// takeMemory returns n bytes of memory for a load: spare memory of an
-// earlier load (of any contents: a load reads into it before handing
-// anything over), or new memory, advised to be backed by huge pages.
+// takeMemory returns n bytes of memory for a load: the spare memory (of
+// any contents: a load reads into it before handing anything over) when
+// it is large enough, or new memory, advised to be backed by huge pages.
 func takeMemory(n int) []byte {
-	if p, ok := spareMemory.Get().(*[]byte); ok && cap(*p) >= n {
+	spare.mu.Lock()
+	p := spare.mem.Value()
+	if p != nil && cap(*p) >= n {
+		spare.mem = weak.Pointer[[]byte]{}
+		spare.mu.Unlock()
 		return (*p)[:n]
 	}
+	spare.mu.Unlock()
 	mem := make([]byte, n)
 	pagecache.AdviseHugePages(mem)
 	return mem
+}
+
+// putMemory makes mem the spare memory, unless the spare is larger.
+func putMemory(mem []byte) {
+	spare.mu.Lock()
+	defer spare.mu.Unlock()
+	if p := spare.mem.Value(); p == nil || cap(*p) < cap(mem) {
+		spare.mem = weak.Make(&mem)
+	}
 }
 
 // dropCached drops from the page cache, with NoCache, the pages of each
