@@ -548,16 +548,19 @@ func (ld *load) firstErr() error {
 }
 
 // schedule places each tensor in memory, in order, and queues its chunks:
-// the files one after the other, or for HashFiles one a processor side by
-// side, so that each file's hash, which takes its pieces in order, has a
-// processor of its own; then each next tensor is of the file with the
-// fewest bytes queued.
+// the files one after the other, or for HashFiles every file side by side,
+// each next tensor of the file with the fewest bytes queued. Each file's
+// hash takes its pieces in order, one processor at a time: with the files
+// side by side they all move on, as far as memory allows, and end
+// together, with every processor busy until the end. Files started a few
+// at a time would end one after the other, and the last one's hash alone
+// would keep one processor busy while the others wait.
 func (ld *load) schedule() {
 	defer ld.wg.Done()
 	defer close(ld.work)
 	side := 1
 	if ld.opts.files != nil {
-		side = runtime.GOMAXPROCS(0)
+		side = len(ld.files)
 	}
 	type cursor struct {
 		f       *openedFile
