@@ -87,8 +87,8 @@ type Loader struct {
 	// MemoryLimit bounds the memory that holds tensors read but not yet
 	// released: the Loader reads ahead of the caller until it is full.
 	// 0 means 256 MiB, or for a load with HashFiles or DigestTensors enough
-	// for a tensor of each file hashed side by side, or of each processor
-	// computing digests, and one more: from 256 MiB to 1 GiB.
+	// for a tensor of each processor hashing a file or computing digests,
+	// and one more: from 256 MiB to 1 GiB.
 	// It is raised to what the largest tensor needs (its size and 4 KiB),
 	// and lowered to what all the tensors need.
 	MemoryLimit int64
@@ -338,7 +338,7 @@ func (l *Loader) start(ctx context.Context, files []safetensors.DataSection, opt
 		}
 		mem = l.Buffer
 	} else {
-		side := 0 // files hashed side by side, or tensors digested
+		side := 0 // files hashed at once, or tensors digested
 		if opts.files != nil {
 			side = min(len(files), runtime.GOMAXPROCS(0))
 		}
