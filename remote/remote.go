@@ -264,6 +264,10 @@ type object struct {
 	reqURL  *url.URL
 	reqHost string
 	ifRange []string
+
+	// direct is how range reads go over connections of the package's
+	// own (direct.go), or nil for through the client.
+	direct atomic.Pointer[directRoute]
 }
 
 // newObject returns the object at rawURL, before any request.
