@@ -391,6 +391,11 @@ func (p *hostPool) dialConn(ctx context.Context, stall time.Duration) (*conn, er
 		nc = tc
 	}
 	if err != nil {
+		pools.mu.Lock()
+		if p.conns == 0 && pools.m[p.key] == p {
+			delete(pools.m, p.key) // made for this dial, or emptied meanwhile
+		}
+		pools.mu.Unlock()
 		if ctx.Err() == nil && errors.Is(context.Cause(dctx), ErrStalled) {
 			return nil, errConnStalled
 		}
@@ -628,7 +633,8 @@ func (c *conn) do(ctx context.Context, x *exchange, r *directRoute, p []byte, fr
 	}
 	c.watch = ctx.Done()
 	// The deadline of the first byte; the goroutine's read waits for it.
-	c.nc.SetReadDeadline(c.deadline())
+	firstBy := c.deadline()
+	c.nc.SetReadDeadline(firstBy)
 	if fresh {
 		c.idling = true
 		c.ctl <- struct{}{}
@@ -655,8 +661,13 @@ func (c *conn) do(ctx context.Context, x *exchange, r *directRoute, p []byte, fr
 		if werr != nil {
 			err = werr
 		}
+		// The idle timeout that passed as the request took the
+		// connection, or the server's close, or a reset: the
+		// connection's own failure.
+		idleTimeout := werr == nil && errors.Is(err, os.ErrDeadlineExceeded) && !c.cancelled.Load() &&
+			(firstBy.IsZero() || time.Now().Before(firstBy))
 		err = c.reason(err)
-		retry := c.reused && c.br.Buffered() == 0 && err != errCanceled && err != errConnStalled && err != errHeadTimeout
+		retry := c.reused && c.br.Buffered() == 0 && (idleTimeout || err != errCanceled && err != errConnStalled && err != errHeadTimeout)
 		err = x.netError(err)
 		c.end(false)
 		return nil, 0, err, retry
@@ -772,7 +783,6 @@ type respHead struct {
 	contentRange  []byte
 	etag          []byte // ETag, "" without
 	lastModified  []byte
-	chunked       bool // a Transfer-Encoding
 	encoded       bool // a Content-Encoding other than identity
 	close         bool // Connection: close
 }
@@ -780,8 +790,9 @@ type respHead struct {
 // parseHead parses b, a response head up to and with the empty line that
 // ends it, without allocating. Anything not plain (a line that does not
 // end with CR LF, a folded line, a field name that is not a token, a
-// control character in a value, a field of interest twice, another
-// version than HTTP/1.1) leaves it not ok: for net/http's parser to read.
+// control character in a value, a field of interest twice, a
+// Transfer-Encoding, another version than HTTP/1.1) leaves it not ok: for
+// net/http's parser to read.
 func parseHead(b []byte) (h respHead) {
 	h.size, h.contentLength = len(b), -1
 	line, rest, ok := nextLine(b)
@@ -799,7 +810,7 @@ func parseHead(b []byte) (h respHead) {
 		return h
 	}
 	h.status = int(code)
-	var seen [6]bool // Content-Length, Content-Range, Content-Encoding, ETag, Last-Modified, Transfer-Encoding
+	var seen [5]bool // Content-Length, Content-Range, Content-Encoding, ETag, Last-Modified
 	for {
 		if line, rest, ok = nextLine(rest); !ok {
 			return h
@@ -837,7 +848,7 @@ func parseHead(b []byte) (h respHead) {
 		case equalFold(key, "last-modified"):
 			field, h.lastModified = 4, v
 		case equalFold(key, "transfer-encoding"):
-			field, h.chunked = 5, true
+			return h // chunked, or an encoding net/http refuses: its parser says which
 		case equalFold(key, "connection"):
 			h.close = h.close || containsFold(v, "close")
 		}
@@ -858,7 +869,7 @@ func parseHead(b []byte) (h respHead) {
 // Anything else goes to tryRange, which says what is wrong, if anything.
 func (h *respHead) expected(x *exchange, n int) bool {
 	o := x.o
-	if h.status != http.StatusPartialContent || h.chunked || h.encoded || h.contentLength != int64(n) {
+	if h.status != http.StatusPartialContent || h.encoded || h.contentLength != int64(n) {
 		return false
 	}
 	first, last, total, ok := parseContentRange(h.contentRange)

@@ -388,6 +388,30 @@ func TestDirectReuse(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, data[probeLen+5000:probeLen+5010], p)
 	assert.Equal(t, int64(3), s.requests.Load(), "no request on the closed connection")
+
+	// Once the server is gone, so are the connections to it, their
+	// goroutines and their pool.
+	addr := strings.TrimPrefix(s.URL[:strings.LastIndex(s.URL, "/")], "http://")
+	require.NotZero(t, openConns(addr))
+	s.close()
+	require.Eventually(t, func() bool { return openConns(addr) == 0 }, 10*time.Second, 10*time.Millisecond)
+}
+
+// openConns returns how many connections of the package's own to addr are
+// open, and checks that a pool is kept only with connections.
+func openConns(addr string) int {
+	pools.mu.Lock()
+	defer pools.mu.Unlock()
+	n := 0
+	for k, p := range pools.m {
+		if p.conns <= 0 {
+			panic("a pool kept without connections")
+		}
+		if k.addr == addr {
+			n += p.conns
+		}
+	}
+	return n
 }
 
 // TestDirectStallsAndCancel: a server that never answers, or stops within
@@ -695,11 +719,11 @@ func checkHead(t testing.TB, head []byte) {
 		resp.Header.Get("Etag") != string(h.etag),
 		resp.Header.Get("Last-Modified") != string(h.lastModified):
 		t.Fatalf("%q: fields differ from net/http's %v", head[:end], resp.Header)
-	case resp.Close && !h.close && h.contentLength >= 0 && !h.chunked:
+	case resp.Close && !h.close && h.contentLength >= 0:
 		t.Fatalf("%q: net/http would close the connection", head[:end])
-	case len(resp.TransferEncoding) > 0 && !h.chunked:
+	case len(resp.TransferEncoding) > 0:
 		t.Fatalf("%q: net/http sees a Transfer-Encoding", head[:end])
-	case h.status == http.StatusPartialContent && !h.chunked && h.contentLength >= 0 && resp.ContentLength != h.contentLength:
+	case h.status == http.StatusPartialContent && h.contentLength >= 0 && resp.ContentLength != h.contentLength:
 		t.Fatalf("%q: Content-Length %d, net/http %d", head[:end], h.contentLength, resp.ContentLength)
 	case h.contentLength < 0 && resp.Header.Get("Content-Length") != "":
 		t.Fatalf("%q: net/http sees a Content-Length", head[:end])
