@@ -8,8 +8,10 @@ import (
 	"net/http/cookiejar"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/safetensors-go/safetensors"
 	"github.com/safetensors-go/safetensors/checkpoint"
@@ -204,6 +206,49 @@ func BenchmarkReadSlice(b *testing.B) {
 				g.do()
 			}
 			b.ReportMetric(float64(len(gets)), "GETs/op")
+		})
+		if sel.elements {
+			continue
+		}
+		// The HTTP reads side by side, in turns, each round in another
+		// order, so that a busy machine slows each alike: "x" is the
+		// median of the rounds' ratios of throughput over HTTP (remote's
+		// own connections) to HTTP-client (through net/http), "x-GET"
+		// to ceiling=GET.
+		b.Run(sel.name+"/HTTP-ratios", func(b *testing.B) {
+			g := newGETs(b, client, ctx, srv.URL, gets, dst)
+			sides := []func(){
+				func() {
+					if _, err := viaHTTP.ReadSlice(ctx, "w", dst, sel.idx...); err != nil {
+						b.Fatal(err)
+					}
+				},
+				func() {
+					if _, err := viaNetHTTP.ReadSlice(ctx, "w", dst, sel.idx...); err != nil {
+						b.Fatal(err)
+					}
+				},
+				g.do,
+			}
+			var x, xGET []float64
+			b.SetBytes(int64(3 * size))
+			round := 0
+			for b.Loop() {
+				var took [3]time.Duration
+				for k := range sides {
+					i := (k + round) % len(sides)
+					start := time.Now()
+					sides[i]()
+					took[i] = time.Since(start)
+				}
+				round++
+				x = append(x, float64(took[1])/float64(took[0]))
+				xGET = append(xGET, float64(took[2])/float64(took[0]))
+			}
+			slices.Sort(x)
+			slices.Sort(xGET)
+			b.ReportMetric(x[len(x)/2], "x")
+			b.ReportMetric(xGET[len(xGET)/2], "x-GET")
 		})
 	}
 	// The other ceilings: the whole tensor's bytes copied from memory, and
