@@ -212,7 +212,7 @@ type side struct {
 // round kept, and reports each side's GB/s over size bytes, "x", the first
 // side's speed over the last's, and "x-NAME", its speed over each other's.
 func raceSides(b *testing.B, size int64, sides ...side) {
-	best := raceBest(b, size, sides)
+	best, _ := raceBest(b, size, sides)
 	last := len(sides) - 1
 	b.ReportMetric(best[last].Seconds()/best[0].Seconds(), "x")
 	for i := 1; i < last; i++ {

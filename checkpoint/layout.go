@@ -103,7 +103,7 @@ func indexVariant(name string) string {
 	_, rest, ok := strings.Cut(name, ".safetensors.index.")
 	if !ok {
 		// diffusers' legacy form: base.safetensors.fp16.index.json.
-		_, rest, ok = strings.Cut(name, ".safetensors.")
+		_, rest, _ = strings.Cut(name, ".safetensors.") // "" without it: no suffix
 		if rest, ok = strings.CutSuffix(rest, ".index.json"); !ok || !validVariant(rest) {
 			return ""
 		}

@@ -27,6 +27,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"weak"
 
 	"github.com/safetensors-go/safetensors"
 	"github.com/safetensors-go/safetensors/internal/pagecache"
@@ -86,8 +87,8 @@ type Loader struct {
 	// MemoryLimit bounds the memory that holds tensors read but not yet
 	// released: the Loader reads ahead of the caller until it is full.
 	// 0 means 256 MiB, or for a load with HashFiles or DigestTensors enough
-	// for a tensor of each file hashed side by side, or of each processor
-	// computing digests, and one more: from 256 MiB to 1 GiB.
+	// for a tensor of each processor hashing a file or computing digests,
+	// and one more: from 256 MiB to 1 GiB.
 	// It is raised to what the largest tensor needs (its size and 4 KiB),
 	// and lowered to what all the tensors need.
 	MemoryLimit int64
@@ -337,7 +338,7 @@ func (l *Loader) start(ctx context.Context, files []safetensors.DataSection, opt
 		}
 		mem = l.Buffer
 	} else {
-		side := 0 // files hashed side by side, or tensors digested
+		side := 0 // files hashed at once, or tensors digested
 		if opts.files != nil {
 			side = min(len(files), runtime.GOMAXPROCS(0))
 		}
@@ -453,27 +454,47 @@ func (ld *load) stop() {
 	if ld.own {
 		// Every goroutine of the load has ended (done is closed after
 		// them): none writes to the memory any more.
-		mem := ld.arena.mem
-		spareMemory.Put(&mem)
+		putMemory(ld.arena.mem)
 	}
 }
 
-// spareMemory holds memory of loads that ended, as *[]byte, for the next
-// load: memory once used costs the next load no page faults (nor the
-// zeroing of new memory), which are a tenth of a load's time with
-// HashFiles. The garbage collector reclaims what no load takes.
-var spareMemory sync.Pool
+// spare is the memory of the last load that ended, for the next load:
+// memory once used costs the next load no page faults (nor the zeroing of
+// new memory), which are a tenth of a load's time with HashFiles. It is
+// held weakly: the garbage collector reclaims it at its next cycle unless
+// a load took it. One slot under a lock, not a sync.Pool: a pool keeps
+// what a goroutine puts in a slot of its processor's that a goroutine on
+// another processor cannot take, so the next load, its goroutine moved,
+// would allocate anew while the spare memory sat idle.
+var spare struct {
+	mu  sync.Mutex
+	mem weak.Pointer[[]byte]
+}
 
-// takeMemory returns n bytes of memory for a load: spare memory of an
-// earlier load (of any contents: a load reads into it before handing
-// anything over), or new memory, advised to be backed by huge pages.
+// takeMemory returns n bytes of memory for a load: the spare memory (of
+// any contents: a load reads into it before handing anything over) when
+// it is large enough, or new memory, advised to be backed by huge pages.
 func takeMemory(n int) []byte {
-	if p, ok := spareMemory.Get().(*[]byte); ok && cap(*p) >= n {
+	spare.mu.Lock()
+	p := spare.mem.Value()
+	if p != nil && cap(*p) >= n {
+		spare.mem = weak.Pointer[[]byte]{}
+		spare.mu.Unlock()
 		return (*p)[:n]
 	}
+	spare.mu.Unlock()
 	mem := make([]byte, n)
 	pagecache.AdviseHugePages(mem)
 	return mem
+}
+
+// putMemory makes mem the spare memory, unless the spare is larger.
+func putMemory(mem []byte) {
+	spare.mu.Lock()
+	defer spare.mu.Unlock()
+	if p := spare.mem.Value(); p == nil || cap(*p) < cap(mem) {
+		spare.mem = weak.Make(&mem)
+	}
 }
 
 // dropCached drops from the page cache, with NoCache, the pages of each
@@ -527,16 +548,19 @@ func (ld *load) firstErr() error {
 }
 
 // schedule places each tensor in memory, in order, and queues its chunks:
-// the files one after the other, or for HashFiles one a processor side by
-// side, so that each file's hash, which takes its pieces in order, has a
-// processor of its own; then each next tensor is of the file with the
-// fewest bytes queued.
+// the files one after the other, or for HashFiles every file side by side,
+// each next tensor of the file with the fewest bytes queued. Each file's
+// hash takes its pieces in order, one processor at a time: with the files
+// side by side they all move on, as far as memory allows, and end
+// together, with every processor busy until the end. Files started a few
+// at a time would end one after the other, and the last one's hash alone
+// would keep one processor busy while the others wait.
 func (ld *load) schedule() {
 	defer ld.wg.Done()
 	defer close(ld.work)
 	side := 1
 	if ld.opts.files != nil {
-		side = runtime.GOMAXPROCS(0)
+		side = len(ld.files)
 	}
 	type cursor struct {
 		f       *openedFile

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -1020,9 +1019,10 @@ func firstSection(s []safetensors.DataSection, err error) (safetensors.DataSecti
 // TestLoaderReusesMemory: a load takes the memory of a load that ended,
 // which holds that load's bytes, and hands over its own: two files of the
 // same layout and other bytes, loaded in turns, each with its own bytes,
-// and at least one load in ten allocates less than its memory (the
-// garbage collector may reclaim spare memory, and the race detector
-// drops some).
+// each load from a goroutine of its own (which the scheduler may run on
+// another processor than the last load's), and at most two loads in ten
+// allocate as much as their memory: the first, and one after the garbage
+// collector reclaimed the spare memory.
 func TestLoaderReusesMemory(t *testing.T) {
 	const size = 1 << 20
 	var paths [2]string
@@ -1043,18 +1043,63 @@ func TestLoaderReusesMemory(t *testing.T) {
 		defer r.Close()
 		readers[i] = r
 	}
-	least := uint64(math.MaxUint64)
+	var allocated []uint64
 	for k := range 10 {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		for tensor, err := range (&Loader{}).Load(context.Background(), readers[k%2]) {
-			require.NoError(t, err)
-			if !bytes.Equal(want[k%2][0].Data, tensor.Data) {
-				t.Fatalf("load %d: the bytes of the other file", k)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for tensor, err := range (&Loader{}).Load(context.Background(), readers[k%2]) {
+				if !assert.NoError(t, err) {
+					return
+				}
+				if !bytes.Equal(want[k%2][0].Data, tensor.Data) {
+					t.Errorf("load %d: the bytes of the other file", k)
+				}
 			}
-		}
+		}()
+		<-done
 		runtime.ReadMemStats(&after)
-		least = min(least, after.TotalAlloc-before.TotalAlloc)
+		allocated = append(allocated, after.TotalAlloc-before.TotalAlloc)
 	}
-	assert.Less(t, least, uint64(size), "every load allocated memory of its own")
+	fresh := 0
+	for _, n := range allocated {
+		if n >= size {
+			fresh++
+		}
+	}
+	assert.LessOrEqual(t, fresh, 2, "loads that allocated memory of their own; bytes allocated by each load: %v", allocated)
+}
+
+// TestSpareMemoryAcrossProcessors: the memory one goroutine gives back is
+// the memory that a goroutine on another processor takes next, which a
+// sync.Pool would keep from it (its slot of the first processor's). The
+// first goroutine spins while the second takes, so that they run on two
+// processors. Of ten turns, one may find the spare memory reclaimed by the
+// garbage collector.
+func TestSpareMemoryAcrossProcessors(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("needs two processors")
+	}
+	const size = 1 << 20
+	reused := 0
+	for range 10 {
+		mem := takeMemory(size)
+		var took atomic.Pointer[byte]
+		given := make(chan struct{})
+		go func() {
+			putMemory(mem)
+			close(given)
+			for took.Load() == nil { // hold this processor
+			}
+		}()
+		<-given
+		got := takeMemory(size)
+		took.Store(&got[0])
+		if &got[0] == &mem[0] {
+			reused++
+		}
+	}
+	assert.GreaterOrEqual(t, reused, 9, "turns in which the memory given back was taken")
 }

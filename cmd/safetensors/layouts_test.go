@@ -510,7 +510,7 @@ func TestVariants(t *testing.T) {
 				assert.Equal(t, exitOK, status, "--variant applies to both: %s", stdout)
 
 				out := filepath.Join(t.TempDir(), "f32")
-				status, stdout, stderr = cmd("convert", "--dtype", "F32", name, out)
+				status, _, stderr = cmd("convert", "--dtype", "F32", name, out)
 				require.Equal(t, exitOK, status, stderr)
 				assert.FileExists(t, filepath.Join(out, tc.file))
 
