@@ -36,6 +36,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -107,7 +108,7 @@ type poolKey struct {
 // keeps connections alive, puts no limit on connections per host, and
 // sends the request to no proxy; an http or https URL, with no user
 // information, whose host, path and headers are plain ASCII that
-// net/http would send as they are. A server that answered over HTTP/2
+// net/http would send as they are; not on js or wasip1. A server that answered over HTTP/2
 // stays on it, through the client: HTTP/1.1 connections instead of one
 // would be seen.
 func (o *object) directRoute(x *exchange) *directRoute {
@@ -121,8 +122,12 @@ func (o *object) directRoute(x *exchange) *directRoute {
 		rt = http.DefaultTransport
 	}
 	t, ok := rt.(*http.Transport)
+	//lint:ignore SA1019 a transport that still sets DialTLS dials TLS itself: not bypassed
 	if !ok || t.DialTLSContext != nil || t.DialTLS != nil || t.DisableKeepAlives || t.MaxConnsPerHost != 0 {
 		return nil
+	}
+	if runtime.GOOS == "js" || runtime.GOOS == "wasip1" {
+		return nil // net/http fetches there (js), or dials what the host allows
 	}
 	port := u.Port()
 	switch u.Scheme {
@@ -279,8 +284,11 @@ func poolFor(key poolKey) *hostPool {
 	switch {
 	case t.DialContext != nil:
 		p.dial = t.DialContext
+	//lint:ignore SA1019 a transport that still sets Dial dials with it, as net/http does
 	case t.Dial != nil:
-		p.dial = func(_ context.Context, network, addr string) (net.Conn, error) { return t.Dial(network, addr) }
+		p.dial = func(_ context.Context, network, addr string) (net.Conn, error) {
+			return t.Dial(network, addr) //lint:ignore SA1019 as above
+		}
 	default:
 		d := &net.Dialer{Timeout: defaultDialTimeout, KeepAlive: defaultDialTimeout}
 		p.dial = d.DialContext
