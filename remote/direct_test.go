@@ -391,8 +391,10 @@ func TestDirectReuse(t *testing.T) {
 
 	// Once the server is gone, so are the connections to it, their
 	// goroutines and their pool.
+	s = newRawServer(t, data, nil)
+	read(t, s, 2)
 	addr := strings.TrimPrefix(s.URL[:strings.LastIndex(s.URL, "/")], "http://")
-	require.NotZero(t, openConns(addr))
+	require.Equal(t, 1, openConns(addr), "idle")
 	s.close()
 	require.Eventually(t, func() bool { return openConns(addr) == 0 }, 10*time.Second, 10*time.Millisecond)
 }
