@@ -781,3 +781,27 @@ func TestDirectResponseHeaderTimeout(t *testing.T) {
 		assert.Equal(t, int64(3), s.requests.Load(), "retried")
 	}
 }
+
+// TestDirectDialError: a server gone after the probe gives a dial error,
+// which names the request and is not retried, on both paths.
+func TestDirectDialError(t *testing.T) {
+	data := testData()
+	for name, client := range clients(t) {
+		t.Run(name, func(t *testing.T) {
+			s := newRawServer(t, data, func(s *rawServer, c net.Conn, q rawRequest) bool {
+				s.ok(c, q, "")
+				return false // no connection to reuse
+			})
+			f, err := OpenFile(context.Background(), client, s.URL, Retries(3))
+			require.NoError(t, err)
+			assert.Equal(t, name == "direct", f.direct.Load() != nil)
+			s.close()
+			_, err = f.ReadAt(make([]byte, 10), probeLen)
+			var op *net.OpError
+			require.ErrorAs(t, err, &op)
+			assert.Equal(t, "dial", op.Op)
+			assert.ErrorContains(t, err, "GET "+s.URL+" bytes 65536-65545")
+			assert.Equal(t, int64(2), f.Requests(), "the probe and one try")
+		})
+	}
+}
