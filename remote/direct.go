@@ -2,7 +2,7 @@ package remote
 
 // Range reads over HTTP/1.1 connections of the package's own.
 //
-// net/http allocates some 44 objects for each request (the Client's
+// net/http allocates some 45 objects for each request (the Client's
 // bookkeeping, the transport's connection machinery, the Response and its
 // Header). A range read after the probe is a request whose every byte is
 // known and whose answer, when all is well, is known too, but for its
@@ -443,7 +443,6 @@ type conn struct {
 	inHead bool          // the response's head is being read
 	headBy time.Time     // the transport's ResponseHeaderTimeout, as a deadline, or zero
 	limit  int64         // bytes that the head may still take
-	got    int64         // bytes read for this request
 }
 
 // run is the connection's goroutine. Each time it is told, it waits for
@@ -506,7 +505,6 @@ func (c *conn) Read(p []byte) (int, error) {
 		return 0, errCanceled
 	}
 	n, err := c.nc.Read(p)
-	c.got += int64(n)
 	if c.inHead {
 		c.limit -= int64(n)
 	}
@@ -634,7 +632,7 @@ func (o *object) directRange(ctx context.Context, r *directRoute, p []byte, off,
 // but with resp.
 func (c *conn) do(ctx context.Context, x *exchange, r *directRoute, p []byte, fresh bool) (resp *http.Response, n int, err error, retry bool) {
 	o := x.o
-	c.stall, c.inHead, c.limit, c.got = o.cfg.stall, true, c.pool.maxHeader, 0
+	c.stall, c.inHead, c.limit = o.cfg.stall, true, c.pool.maxHeader
 	c.headBy = time.Time{}
 	if c.pool.headerTimeout > 0 {
 		c.headBy = time.Now().Add(c.pool.headerTimeout)
@@ -680,7 +678,6 @@ func (c *conn) do(ctx context.Context, x *exchange, r *directRoute, p []byte, fr
 		c.end(false)
 		return nil, 0, err, retry
 	}
-	c.got = int64(c.br.Buffered())
 	var h respHead
 	for n1xx := 0; ; n1xx++ {
 		if h, err = c.readHead(); err != nil {
