@@ -221,6 +221,16 @@ func TestDirectServers(t *testing.T) {
 		{"ETag changed", later(func(s *rawServer, c net.Conn, q rawRequest) bool {
 			return write(c, strings.Replace(s.head(q, ""), `"v1"`, `"v2"`, 1), string(s.data[q.first:q.last+1]))
 		}), ErrChanged, 2},
+		{"Last-Modified changed", func(s *rawServer, c net.Conn, q rawRequest) bool {
+			date := "Thu, 01 Jan 2026 00:00:00 GMT"
+			if q.n > 1 {
+				date = "Fri, 02 Jan 2026 00:00:00 GMT"
+			}
+			return s.ok(c, q, "Last-Modified: "+date+"\r\n")
+		}, ErrChanged, 2},
+		{"Last-Modified the same", func(s *rawServer, c net.Conn, q rawRequest) bool {
+			return s.ok(c, q, "Last-Modified: Thu, 01 Jan 2026 00:00:00 GMT\r\n")
+		}, nil, 2},
 		{"ETag twice", later(func(s *rawServer, c net.Conn, q rawRequest) bool {
 			return s.ok(c, q, "ETag: \"v2\"\r\n")
 		}), nil, 2}, // net/http's Get takes the first
