@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -193,22 +194,9 @@ func (o *object) send(ctx context.Context, off, end int64) (*exchange, error) {
 		x.timer.Reset(o.cfg.stall)
 		x.armed = true
 	}
-	req := x.req
-	req.URL, req.Host = o.reqURL, o.reqHost
-	h := req.Header
-	clear(h) // of the last request, which a cookie jar may have added to
-	for k, v := range o.cfg.header {
-		h[k] = v
-	}
-	if end >= 0 {
-		x.rangeVal[0] = x.rangeHeader(off, end)
-		h["Range"] = x.rangeVal[:]
-		if o.ifRange != nil {
-			h["If-Range"] = o.ifRange
-		}
-	}
+	x.prepare()
 	o.requests.Add(1)
-	resp, err := o.client.Do(req)
+	resp, err := o.client.Do(x.req)
 	if err != nil {
 		err = x.netError(err)
 		x.close()
@@ -251,7 +239,7 @@ func (x *exchange) netError(err error) error {
 	if parent := x.ctx.get(); parent.Err() != nil {
 		return fmt.Errorf("%s: %w", x.what(), context.Cause(parent))
 	}
-	if errors.Is(context.Cause(x.ctx.done), ErrStalled) {
+	if errors.Is(err, errConnStalled) || errors.Is(context.Cause(x.ctx.done), ErrStalled) {
 		return &retryable{err: fmt.Errorf("%w: %s: nothing for %v", ErrStalled, x.what(), x.o.cfg.stall)}
 	}
 	err = fmt.Errorf("safetensors: %s: %w", x.what(), err)
@@ -310,7 +298,7 @@ func (x *exchange) Read(p []byte) (int, error) {
 func (x *exchange) readFull(p []byte) (int, error) {
 	n, err := io.ReadFull(x, p)
 	if err == io.EOF || err == io.ErrUnexpectedEOF {
-		return n, &retryable{err: fmt.Errorf("%w: %s: the response ended after %d of %d bytes: %w", ErrBadResponse, x.what(), n, len(p), io.ErrUnexpectedEOF)}
+		return n, x.shortBody(n, len(p))
 	}
 	if err != nil {
 		return n, x.netError(err)
@@ -320,6 +308,12 @@ func (x *exchange) readFull(p []byte) (int, error) {
 	}
 	x.ok = true
 	return n, nil
+}
+
+// shortBody is the error for a body that ended after n of the want bytes
+// it was to hold: retryable, the next request asking for what is missing.
+func (x *exchange) shortBody(n, want int) error {
+	return &retryable{err: fmt.Errorf("%w: %s: the response ended after %d of %d bytes: %w", ErrBadResponse, x.what(), n, want, io.ErrUnexpectedEOF)}
 }
 
 // statusError is the error for an unexpected status: a *StatusError,
@@ -375,58 +369,122 @@ func (o *object) version() string {
 func (x *exchange) checkVersion() error {
 	o, h := x.o, x.resp.Header
 	etag := h.Get("ETag")
-	switch {
-	case o.etag != "" && etag != "" && etag != o.etag,
-		o.weakETag != "" && etag != "" && etag != o.weakETag:
+	switch versionOf(o, etag, h.Get("Last-Modified")) {
+	case etagChanged:
 		return fmt.Errorf("%w: %s: the ETag was %s and is now %s", ErrChanged, x.what(), o.etag+o.weakETag, etag)
-	case (o.etag != "" || o.weakETag != "") && etag == "":
+	case etagGone:
 		return fmt.Errorf("%w: %s: the ETag was %s and is now gone", ErrChanged, x.what(), o.etag+o.weakETag)
-	}
-	if lm := h.Get("Last-Modified"); o.lastModified != "" && lm != "" && lm != o.lastModified {
-		return fmt.Errorf("%w: %s: it was last modified %s and is now last modified %s", ErrChanged, x.what(), o.lastModified, lm)
+	case lastModifiedChanged:
+		return fmt.Errorf("%w: %s: it was last modified %s and is now last modified %s", ErrChanged, x.what(), o.lastModified, h.Get("Last-Modified"))
 	}
 	return nil
 }
 
+// A versionDiff is what the validators of a response say of its version
+// against the pinned one.
+type versionDiff int
+
+const (
+	sameVersion versionDiff = iota // as far as the validators tell
+	etagChanged
+	etagGone
+	lastModifiedChanged
+)
+
+// versionOf compares the validators of a response, its ETag and
+// Last-Modified values ("" where it has none), with the pinned ones. It is
+// generic so that the head of a response read by the package's own
+// connections is judged in place, by the same rules, without a string.
+func versionOf[T string | []byte](o *object, etag, lastModified T) versionDiff {
+	switch {
+	case o.etag != "" && len(etag) > 0 && !equal(etag, o.etag),
+		o.weakETag != "" && len(etag) > 0 && !equal(etag, o.weakETag):
+		return etagChanged
+	case (o.etag != "" || o.weakETag != "") && len(etag) == 0:
+		return etagGone
+	case o.lastModified != "" && len(lastModified) > 0 && !equal(lastModified, o.lastModified):
+		return lastModifiedChanged
+	}
+	return sameVersion
+}
+
+// equal reports whether a and b are the same bytes.
+func equal[T string | []byte](a T, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range len(b) {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
 // parseContentRange parses "bytes FIRST-LAST/TOTAL"; total is -1 for "*".
-func parseContentRange(v string) (first, last, total int64, ok bool) {
-	rest, ok := strings.CutPrefix(v, "bytes ")
-	if !ok {
+// It is generic so that a response head is parsed in place, by the same
+// rules, without a string.
+func parseContentRange[T string | []byte](v T) (first, last, total int64, ok bool) {
+	const prefix = "bytes "
+	if len(v) < len(prefix) || !equal(v[:len(prefix)], prefix) {
 		return 0, 0, 0, false
 	}
-	rng, tot, ok := strings.Cut(rest, "/")
-	if !ok {
+	rest := v[len(prefix):]
+	slash := indexByte(rest, '/')
+	if slash < 0 {
 		return 0, 0, 0, false
 	}
+	rng, tot := rest[:slash], rest[slash+1:]
 	total = -1
-	if tot != "*" {
-		var err error
-		if total, err = parseInt(tot); err != nil {
+	if !equal(tot, "*") {
+		if total, ok = parseDigits(tot); !ok {
 			return 0, 0, 0, false
 		}
 	}
-	if rng == "*" {
+	if equal(rng, "*") {
 		return -1, -1, total, true
 	}
-	a, b, ok := strings.Cut(rng, "-")
-	if !ok {
+	dash := indexByte(rng, '-')
+	if dash < 0 {
 		return 0, 0, 0, false
 	}
-	var err1, err2 error
-	first, err1 = parseInt(a)
-	last, err2 = parseInt(b)
-	if err1 != nil || err2 != nil || last < first {
+	first, ok1 := parseDigits(rng[:dash])
+	last, ok2 := parseDigits(rng[dash+1:])
+	if !ok1 || !ok2 || last < first {
 		return 0, 0, 0, false
 	}
 	return first, last, total, true
 }
 
-// parseInt parses a non-negative decimal integer, digits only.
-func parseInt(s string) (int64, error) {
-	if s == "" || s[0] < '0' || s[0] > '9' {
-		return 0, strconv.ErrSyntax
+// indexByte returns the index of the first c in s, or -1.
+func indexByte[T string | []byte](s T, c byte) int {
+	for i := range len(s) {
+		if s[i] == c {
+			return i
+		}
 	}
-	return strconv.ParseInt(s, 10, 64)
+	return -1
+}
+
+// parseDigits parses a non-negative decimal integer, digits only, that
+// fits an int64.
+func parseDigits[T string | []byte](s T) (int64, bool) {
+	if len(s) == 0 {
+		return 0, false
+	}
+	n := int64(0)
+	for i := range len(s) {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		d := int64(c - '0')
+		if n > (math.MaxInt64-d)/10 {
+			return 0, false
+		}
+		n = n*10 + d
+	}
+	return n, true
 }
 
 // readRange fills p with the object's bytes at off, with range requests,
@@ -445,9 +503,22 @@ func (o *object) readRange(ctx context.Context, p []byte, off int64) (int, error
 // and returns how many arrived.
 func (o *object) tryRange(ctx context.Context, p []byte, off int64) (int, error) {
 	last := off + int64(len(p)) - 1
-	x, err := o.send(ctx, off, last)
-	if err != nil {
-		return 0, err
+	var x *exchange
+	if r := o.direct.Load(); r != nil {
+		var n int
+		var err error
+		var done bool
+		if x, n, done, err = o.directRange(ctx, r, p, off, last); done {
+			return n, err
+		}
+		// x holds a response that tryRange judges below, or is nil for
+		// a request to make through the client.
+	}
+	if x == nil {
+		var err error
+		if x, err = o.send(ctx, off, last); err != nil {
+			return 0, err
+		}
 	}
 	defer x.close()
 	resp := x.resp
@@ -533,6 +604,7 @@ func (o *object) tryProbe(ctx context.Context) error {
 		return err
 	}
 	o.size, o.head, o.ranged = total, head, true
+	o.direct.Store(o.directRoute(x))
 	return nil
 }
 

@@ -79,16 +79,15 @@ func TestReadSlice(t *testing.T) {
 	assert.Equal(t, int64(2), stalled.count.Load(), "no retry after the context ended")
 }
 
-// TestReadSliceAllocs: a read into the caller's buffer over HTTP allocates
-// nothing of this package's own beyond the Range header's value.
-// ReadSlice of a whole tensor (one request) and of half its columns (two)
-// allocates no more than the same requests made with net/http alone at its
-// most frugal: an *http.Request for each, made beforehand and reused, with
-// its Range header's value made for each request (a string: net/http keeps
-// header values, see rangeHeader), against a server that allocates nothing
-// (rangeserver), so that both counts are the client's. Under a context
-// that can be cancelled, ReadSlice adds two allocations a request,
-// context.AfterFunc's: its watch of the context.
+// TestReadSliceAllocs: a read into the caller's buffer over HTTP
+// allocates nothing: ReadSlice of a whole tensor (one request) and of half
+// its columns (two), under a context that never ends and under one that
+// can be cancelled, against a server that allocates nothing
+// (rangeserver), so that the count is the client's. The range requests go
+// over the package's own connections (direct.go). For comparison, the log
+// gives what the same requests cost with net/http alone at its most
+// frugal: an *http.Request for each, made beforehand and reused, with its
+// Range header's value made for each request.
 func TestReadSliceAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector makes sync.Pool drop items")
@@ -129,10 +128,9 @@ func TestReadSliceAllocs(t *testing.T) {
 		})
 		require.Len(t, sent, tc.requests, tc.name)
 		for _, ctx := range []struct {
-			name  string
-			ctx   context.Context
-			extra float64 // the allocations of remote's own a request
-		}{{"Background", background, 0}, {"cancelable", cancelable, 2}} {
+			name string
+			ctx  context.Context
+		}{{"Background", background}, {"cancelable", cancelable}} {
 			// net/http alone: the same requests, made beforehand.
 			reqs := make([]*http.Request, len(sent))
 			ranges := make([][]string, len(sent))
@@ -164,15 +162,15 @@ func TestReadSliceAllocs(t *testing.T) {
 			}
 			// The fewest of three measurements each, taken in turns: the
 			// counts are the process's, and net/http's connection
-			// goroutines (and Windows' network poller) may add one to
-			// either side now and then.
+			// goroutines (and Windows' network poller) may add one now
+			// and then.
 			plain, withRemote := math.Inf(1), math.Inf(1)
 			for range 3 {
 				plain = min(plain, testing.AllocsPerRun(100, plainRun))
 				withRemote = min(withRemote, testing.AllocsPerRun(100, remoteRun))
 			}
 			t.Logf("%s, %s context: %v allocations with remote, %v with net/http alone, for %d requests", tc.name, ctx.name, withRemote, plain, len(sent))
-			assert.LessOrEqual(t, withRemote, plain+ctx.extra*float64(len(sent)), "%s, %s context", tc.name, ctx.name)
+			assert.Zero(t, withRemote, "%s, %s context", tc.name, ctx.name)
 		}
 	}
 }

@@ -34,6 +34,28 @@
 // reset connection or a stall are retried a bounded number of times with
 // exponential backoff; see [Retries].
 //
+// The first request of an object, ReadFile and every request of a client
+// that the package cannot stand in for go through the caller's
+// [http.Client]. The range reads that follow go over HTTP/1.1 connections
+// the package keeps itself, with no allocation per read (net/http
+// allocates some 45 objects a request), where that changes nothing else:
+// the first request was answered over HTTP/1.1 with 206 Partial Content,
+// not redirected, through a client with no cookie jar and no Timeout,
+// whose Transport is an *http.Transport (nil meaning
+// http.DefaultTransport, so [DefaultClient] qualifies) that uses no proxy
+// for the URL, no DialTLS or DialTLSContext and no MaxConnsPerHost, with
+// keep-alives on. Those connections are dialed with the transport's
+// DialContext and its TLSClientConfig, and honour its TLSHandshakeTimeout,
+// ResponseHeaderTimeout, MaxIdleConnsPerHost, IdleConnTimeout (90 s when
+// zero) and MaxResponseHeaderBytes; the request is the one net/http would
+// send, field for field. A response other than the one expected (another
+// status, a chunked or compressed body, a head over 16 KiB...) is read by
+// net/http's parser and judged as any other; a redirect sends the
+// object's reads back to the client. Each connection has a goroutine,
+// parked while the connection is idle, that finds a server's close and
+// ends the connection at its idle timeout; CloseIdleConnections of the
+// transport does not reach them.
+//
 // # Models
 //
 // The checkpoint package opens a model over HTTP as it opens one on disk,
@@ -264,6 +286,10 @@ type object struct {
 	reqURL  *url.URL
 	reqHost string
 	ifRange []string
+
+	// direct is how range reads go over connections of the package's
+	// own (direct.go), or nil for through the client.
+	direct atomic.Pointer[directRoute]
 }
 
 // newObject returns the object at rawURL, before any request.
