@@ -87,8 +87,8 @@ type Loader struct {
 	// MemoryLimit bounds the memory that holds tensors read but not yet
 	// released: the Loader reads ahead of the caller until it is full.
 	// 0 means 256 MiB, or for a load with HashFiles or DigestTensors enough
-	// for a tensor of each processor hashing a file or computing digests,
-	// and one more: from 256 MiB to 1 GiB.
+	// for a tensor of each file hashed side by side, or of each processor
+	// computing digests, and one more: from 256 MiB to 1 GiB.
 	// It is raised to what the largest tensor needs (its size and 4 KiB),
 	// and lowered to what all the tensors need.
 	MemoryLimit int64
@@ -338,7 +338,7 @@ func (l *Loader) start(ctx context.Context, files []safetensors.DataSection, opt
 		}
 		mem = l.Buffer
 	} else {
-		side := 0 // files hashed at once, or tensors digested
+		side := 0 // files hashed side by side, or tensors digested
 		if opts.files != nil {
 			side = min(len(files), runtime.GOMAXPROCS(0))
 		}
@@ -548,19 +548,16 @@ func (ld *load) firstErr() error {
 }
 
 // schedule places each tensor in memory, in order, and queues its chunks:
-// the files one after the other, or for HashFiles every file side by side,
-// each next tensor of the file with the fewest bytes queued. Each file's
-// hash takes its pieces in order, one processor at a time: with the files
-// side by side they all move on, as far as memory allows, and end
-// together, with every processor busy until the end. Files started a few
-// at a time would end one after the other, and the last one's hash alone
-// would keep one processor busy while the others wait.
+// the files one after the other, or for HashFiles one a processor side by
+// side, so that each file's hash, which takes its pieces in order, has a
+// processor of its own; then each next tensor is of the file with the
+// fewest bytes queued.
 func (ld *load) schedule() {
 	defer ld.wg.Done()
 	defer close(ld.work)
 	side := 1
 	if ld.opts.files != nil {
-		side = len(ld.files)
+		side = runtime.GOMAXPROCS(0)
 	}
 	type cursor struct {
 		f       *openedFile
