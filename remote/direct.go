@@ -409,7 +409,7 @@ func (p *hostPool) dialConn(ctx context.Context, stall time.Duration) (*conn, er
 		}
 		return nil, err
 	}
-	c := &conn{pool: p, nc: nc, ctl: make(chan struct{}), finish: make(chan struct{}), peeked: make(chan error)}
+	c := &conn{pool: p, nc: nc, ctl: make(chan struct{}), finish: make(chan struct{}), peeked: make(chan error), watching: make(chan (<-chan struct{}))}
 	c.br = bufio.NewReaderSize(c, directBufSize)
 	pools.mu.Lock()
 	p.conns++
@@ -426,14 +426,18 @@ type conn struct {
 	br   *bufio.Reader // over the conn itself: its Read
 	wbuf []byte        // the request, written at once
 
-	ctl       chan struct{} // to the goroutine: wait for the first byte; closed with the connection
-	peeked    chan error    // from the goroutine: the first byte came, or why not
-	finish    chan struct{} // to the goroutine: stop watching the request's context
-	cancelled atomic.Bool   // the request's context ended: deadlines passed
+	ctl       chan struct{}          // to the goroutine: wait for the first byte; closed with the connection
+	peeked    chan error             // from the goroutine: the first byte came, or why not
+	watching  chan (<-chan struct{}) // to the goroutine, after peeked: what to watch, or nil
+	finish    chan struct{}          // to the goroutine: stop watching the request's context
+	cancelled atomic.Bool            // the request's context ended: deadlines passed
 
-	// Set by the request before the goroutine's wait for the first byte
-	// ends, and read by the goroutine after:
-	watch <-chan struct{} // the request's context's Done, or nil
+	// The request's context's Done, or nil: the request's own, handed to
+	// the goroutine through watching once the first byte came. Not read
+	// by the goroutine from here: the next request, which may take the
+	// connection as soon as it is idle, sets it while the goroutine may
+	// still be done with the last one.
+	watch <-chan struct{}
 
 	reused bool // a request before this one used it
 
@@ -468,9 +472,9 @@ func (c *conn) run() {
 			return
 		}
 		c.peeked <- err // to the request that took it
-		if c.watch != nil {
+		if watch := <-c.watching; watch != nil {
 			select {
-			case <-c.watch:
+			case <-watch:
 				c.cancel()
 				<-c.finish
 			case <-c.finish:
@@ -662,6 +666,7 @@ func (c *conn) do(ctx context.Context, x *exchange, r *directRoute, p []byte, fr
 		c.cancel()
 		err = <-c.peeked
 	}
+	c.watching <- c.watch // end calls finish if not nil
 	c.idling = false
 	if werr != nil || err != nil {
 		if werr != nil {

@@ -815,3 +815,45 @@ func TestDirectDialError(t *testing.T) {
 		})
 	}
 }
+
+// TestDirectTakenAtOnce: a connection made idle is taken by the next
+// request at once, while its goroutine may still be done with the last
+// one. Goroutines read in turns under a context that cannot end and one
+// that can, so that a request with a context to watch takes a connection
+// that one without just left: each gets its bytes, and the race detector
+// sees the goroutine read only the watch it was handed (it read the
+// connection's field, which the next request sets, in the first version).
+func TestDirectTakenAtOnce(t *testing.T) {
+	data := zooFile(t)
+	s := newRangeServer(t, data, nil)
+	f, err := OpenFile(context.Background(), s.Client(), s.URL)
+	require.NoError(t, err)
+	cancelable, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	before := directRequests.Load()
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := make([]byte, 100)
+			for i := range 200 {
+				ctx := context.Background()
+				if (g+i)%2 == 1 {
+					ctx = cancelable
+				}
+				off := int64(probeLen + (g*200+i)%(len(data)-probeLen-len(p)))
+				if _, err := f.ReadAtContext(ctx, p, off); err != nil {
+					t.Errorf("goroutine %d, read %d: %v", g, i, err)
+					return
+				}
+				if !bytes.Equal(p, data[off:off+int64(len(p))]) {
+					t.Errorf("goroutine %d, read %d: other bytes", g, i)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, int64(800), directRequests.Load()-before, "requests over the package's own connections")
+}
