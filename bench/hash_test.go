@@ -34,10 +34,12 @@ import (
 //     in the read pass (checked against hash's);
 //   - load+digests: the Loader with DigestTensors, each tensor's digest.
 //
-// Layouts: 8 shards of 128 MiB (a sharded checkpoint, as loaded), 2
-// shards of 512 MiB (fewer files than a large machine's processors), and
-// one file of 1 GiB (one core hashes it: loading must not slow it down);
-// 4 tensors a shard. With -short, 64 MiB in all. "x" is load+hash's time
+// Layouts: 8 shards of 128 MiB (a sharded checkpoint, as loaded), 4
+// shards of 256 MiB (each tensor a quarter of the load's memory: files
+// take turns with memory to spare for few of their tensors), 2 shards of
+// 512 MiB (fewer files than a large machine's processors), and one file
+// of 1 GiB (one core hashes it: loading must not slow it down); 4 tensors
+// a shard. With -short, 64 MiB in all. "x" is load+hash's time
 // over the slower of load and hash (the target: at most 1.15);
 // "x-cpu" load+hash's processor time over hash's, x's floor wherever
 // loading and hashing both need every core (with as many files as cores,
@@ -45,7 +47,7 @@ import (
 // "x-digests" load+digests' over the slower of load and one pass of
 // SHA-256 over the bytes on every core.
 func BenchmarkLoadHashed(b *testing.B) {
-	for _, files := range []int{8, 2, 1} {
+	for _, files := range []int{8, 4, 2, 1} {
 		b.Run(fmt.Sprintf("%d-files", files), func(b *testing.B) {
 			size := modelSize()
 			dir := shardedModel(b, files, 4, size)
