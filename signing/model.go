@@ -145,6 +145,9 @@ func hash(ctx context.Context, f *Folder, files []File, m *Manifest, o *options)
 			o.progress(done.Add(uint64(n)), total)
 		}
 	}
+	// Each file is read ahead of its hashing on another goroutine where a
+	// core is free to read it, else in turn with its hashing.
+	ahead := digest.Ahead(min(len(jobs), len(bufs)))
 	err := parallel.For(ctx, len(jobs), len(bufs), func(worker, i int) error {
 		j := jobs[i]
 		file := files[j.file]
@@ -171,11 +174,19 @@ func hash(ctx context.Context, f *Folder, files []File, m *Manifest, o *options)
 			}
 			end = info.Size()
 		}
-		if bufs[worker][0] == nil {
-			bufs[worker] = [2][]byte{make([]byte, digest.BufferSize), make([]byte, digest.BufferSize)}
-		}
 		h := sha256.New()
-		if err := digest.Range(ctx, fh, j.start, end, bufs[worker], h, report); err != nil {
+		if ahead {
+			if bufs[worker][0] == nil {
+				bufs[worker] = [2][]byte{make([]byte, digest.BufferSize), make([]byte, digest.BufferSize)}
+			}
+			err = digest.RangeAhead(ctx, fh, j.start, end, bufs[worker], h, report)
+		} else {
+			if bufs[worker][0] == nil {
+				bufs[worker][0] = make([]byte, digest.PieceSize)
+			}
+			err = digest.Range(ctx, fh, j.start, end, bufs[worker][0], h, report)
+		}
+		if err != nil {
 			return fmt.Errorf("signing: %s: %w", filepath.Join(f.dir, filepath.FromSlash(file.Name)), err)
 		}
 		r.Digest = hex.EncodeToString(h.Sum(nil))

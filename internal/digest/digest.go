@@ -6,22 +6,71 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"runtime"
 )
 
-// BufferSize is the size of the buffers Range reads through: large enough
-// that a read costs little beside hashing it, small enough to stay in a
-// core's cache.
+// BufferSize is the size of the buffers RangeAhead reads through: large
+// enough that a read costs little beside hashing it.
 const BufferSize = 1 << 20
 
+// PieceSize is the size of the buffer Range reads through: small enough
+// that a piece, and the cached pages it was copied from, are still in the
+// core's cache when it is hashed, where that cache is 512 KiB; large
+// enough that a read's cost is its copy.
+const PieceSize = 128 << 10
+
+// Ahead reports whether hashing ranges at once, each on a goroutine of its
+// own, leaves a core free to read ahead of each (RangeAhead): where they
+// are at most half the processors (GOMAXPROCS). Else the cores all hash,
+// and a range is best read in turn with its hashing (Range), on the core
+// that hashes it (on 2 cores, 'safetensors verify' of 8 files of 128 MiB
+// in the page cache took 0.55-0.57 s, against 0.60-0.65 s with
+// RangeAhead).
+func Ahead(ranges int) bool { return 2*ranges <= runtime.GOMAXPROCS(0) }
+
 // Range writes the bytes [start, end) of r to w (a hash, or several
-// through io.MultiWriter), reading into the two buffers of bufs in turn on
-// another goroutine, so that the reading of each buffer overlaps the
-// hashing of the one before: for a file in the page cache, the copy out of
-// it then costs the hash no time where a core is free. It checks ctx
-// between reads and calls report, if not nil, with the count of each
-// buffer written. A file shorter than end is an error wrapping
+// through io.MultiWriter), reading them into buf in turn with their
+// hashing, a piece of len(buf) bytes at a time. It checks ctx between
+// reads and calls report, if not nil, with the count of each piece
+// written. A file shorter than end is an error wrapping
 // io.ErrUnexpectedEOF.
-func Range(ctx context.Context, r io.ReaderAt, start, end int64, bufs [2][]byte, w io.Writer, report func(n int)) error {
+func Range(ctx context.Context, r io.ReaderAt, start, end int64, buf []byte, w io.Writer, report func(n int)) error {
+	for off := start; off < end; {
+		if err := ctx.Err(); err != nil {
+			return context.Cause(ctx)
+		}
+		p, err := readPiece(r, buf, off, start, end)
+		if err != nil {
+			return err
+		}
+		w.Write(p)
+		if report != nil {
+			report(len(p))
+		}
+		off += int64(len(p))
+	}
+	return nil
+}
+
+// readPiece reads into buf the bytes of r from off, up to end, and
+// returns them: an error for fewer.
+func readPiece(r io.ReaderAt, buf []byte, off, start, end int64) ([]byte, error) {
+	n := int(min(int64(len(buf)), end-off))
+	got, err := r.ReadAt(buf[:n], off)
+	if got < n && (err == nil || err == io.EOF) {
+		err = fmt.Errorf("%w: %d bytes read of %d", io.ErrUnexpectedEOF, off+int64(got)-start, end-start)
+	}
+	if err != nil && !(err == io.EOF && got == n) {
+		return nil, err
+	}
+	return buf[:n], nil
+}
+
+// RangeAhead is Range reading into the two buffers of bufs in turn on
+// another goroutine, so that the reading of each buffer overlaps the
+// hashing of the one before: for reads that wait (on a network), or for a
+// file in the page cache where a core is free to copy out of it (Ahead).
+func RangeAhead(ctx context.Context, r io.ReaderAt, start, end int64, bufs [2][]byte, w io.Writer, report func(n int)) error {
 	type chunk struct {
 		b   []byte
 		err error
@@ -44,18 +93,14 @@ func Range(ctx context.Context, r io.ReaderAt, start, end int64, bufs [2][]byte,
 				full <- chunk{err: context.Cause(ctx)}
 				return
 			}
-			n := int(min(int64(len(b)), end-off))
-			got, err := r.ReadAt(b[:n], off)
-			if got < n && (err == nil || err == io.EOF) {
-				err = fmt.Errorf("%w: %d bytes read of %d", io.ErrUnexpectedEOF, off+int64(got)-start, end-start)
-			}
-			if err != nil && !(err == io.EOF && got == n) {
+			p, err := readPiece(r, b, off, start, end)
+			if err != nil {
 				full <- chunk{err: err}
 				return
 			}
-			off += int64(n)
+			off += int64(len(p))
 			select {
-			case full <- chunk{b: b[:n]}:
+			case full <- chunk{b: p}:
 			case <-stop:
 				return
 			}
