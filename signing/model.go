@@ -138,16 +138,13 @@ func hash(ctx context.Context, f *Folder, files []File, m *Manifest, o *options)
 		}
 	}
 	out := make([]Resource, len(jobs))
-	bufs := make([][2][]byte, parallelism())
+	bufs := make([][]byte, parallelism()) // for files that cannot be mapped
 	var done atomic.Uint64
 	report := func(n int) {
 		if o.progress != nil {
 			o.progress(done.Add(uint64(n)), total)
 		}
 	}
-	// Each file is read ahead of its hashing on another goroutine where a
-	// core is free to read it, else in turn with its hashing.
-	ahead := digest.Ahead(min(len(jobs), len(bufs)))
 	err := parallel.For(ctx, len(jobs), len(bufs), func(worker, i int) error {
 		j := jobs[i]
 		file := files[j.file]
@@ -174,19 +171,11 @@ func hash(ctx context.Context, f *Folder, files []File, m *Manifest, o *options)
 			}
 			end = info.Size()
 		}
-		h := sha256.New()
-		if ahead {
-			if bufs[worker][0] == nil {
-				bufs[worker] = [2][]byte{make([]byte, digest.BufferSize), make([]byte, digest.BufferSize)}
-			}
-			err = digest.RangeAhead(ctx, fh, j.start, end, bufs[worker], h, report)
-		} else {
-			if bufs[worker][0] == nil {
-				bufs[worker][0] = make([]byte, digest.PieceSize)
-			}
-			err = digest.Range(ctx, fh, j.start, end, bufs[worker][0], h, report)
+		if bufs[worker] == nil {
+			bufs[worker] = make([]byte, digest.PieceSize)
 		}
-		if err != nil {
+		h := sha256.New()
+		if err := digest.File(ctx, fh, j.start, end, bufs[worker], h, report); err != nil {
 			return fmt.Errorf("signing: %s: %w", filepath.Join(f.dir, filepath.FromSlash(file.Name)), err)
 		}
 		r.Digest = hex.EncodeToString(h.Sum(nil))

@@ -381,15 +381,13 @@ func hashAll(ctx context.Context, jobs []job, workers int, m *meter) []string {
 	gits := make([]string, len(jobs))
 	bufs := make([][2][]byte, workers)
 	report := func(n int) { m.add(uint64(n)) }
-	// A file is read ahead of its hashing on another goroutine where it
-	// is remote (its reads wait on the network) or a core is free to
-	// read it; else in turn with its hashing.
-	ahead := digest.Ahead(min(len(order), workers))
 	parallel.For(ctx, len(order), workers, func(worker, k int) error {
 		i := order[k]
 		j := jobs[i]
+		// A remote file is read ahead of its hashing (its reads wait on
+		// the network), a local one hashed in place (digest.File).
 		n := digest.PieceSize
-		if j.chunk > 0 || ahead {
+		if j.chunk > 0 {
 			n = max(j.chunk, digest.BufferSize)
 		}
 		if len(bufs[worker][0]) < n {
@@ -410,10 +408,10 @@ func hashAll(ctx context.Context, jobs []job, workers int, m *meter) []string {
 			fmt.Fprintf(g, "blob %d\x00", size)
 			w = io.MultiWriter(h, g)
 		}
-		if j.chunk > 0 || ahead {
-			err = digest.RangeAhead(ctx, ra, 0, size, bufs[worker], w, report)
+		if f, ok := ra.(*os.File); ok && j.chunk == 0 {
+			err = digest.File(ctx, f, 0, size, bufs[worker][0][:n], w, report)
 		} else {
-			err = digest.Range(ctx, ra, 0, size, bufs[worker][0][:n], w, report)
+			err = digest.RangeAhead(ctx, ra, 0, size, bufs[worker], w, report)
 		}
 		if err != nil {
 			j.file.Err = fmt.Errorf("verify: %s: %w", j.file.Name, err)

@@ -1,12 +1,13 @@
-// Package digest reads bytes into hashes: the one reading loop of the
-// signing and verify packages, which hash whole files and ranges of them.
+// Package digest reads bytes into hashes: the reading loops of the
+// signing and verify packages, which hash whole files and ranges of them:
+// File for a local file (in place, through a mapping), RangeAhead for a
+// remote one (reading ahead of the hashing), Range where neither applies.
 package digest
 
 import (
 	"context"
 	"fmt"
 	"io"
-	"runtime"
 )
 
 // BufferSize is the size of the buffers RangeAhead reads through: large
@@ -18,15 +19,6 @@ const BufferSize = 1 << 20
 // core's cache when it is hashed, where that cache is 512 KiB; large
 // enough that a read's cost is its copy.
 const PieceSize = 128 << 10
-
-// Ahead reports whether hashing ranges at once, each on a goroutine of its
-// own, leaves a core free to read ahead of each (RangeAhead): where they
-// are at most half the processors (GOMAXPROCS). Else the cores all hash,
-// and a range is best read in turn with its hashing (Range), on the core
-// that hashes it (on 2 cores, 'safetensors verify' of 8 files of 128 MiB
-// in the page cache took 0.55-0.57 s, against 0.60-0.65 s with
-// RangeAhead).
-func Ahead(ranges int) bool { return 2*ranges <= runtime.GOMAXPROCS(0) }
 
 // Range writes the bytes [start, end) of r to w (a hash, or several
 // through io.MultiWriter), reading them into buf in turn with their
@@ -69,7 +61,7 @@ func readPiece(r io.ReaderAt, buf []byte, off, start, end int64) ([]byte, error)
 // RangeAhead is Range reading into the two buffers of bufs in turn on
 // another goroutine, so that the reading of each buffer overlaps the
 // hashing of the one before: for reads that wait (on a network), or for a
-// file in the page cache where a core is free to copy out of it (Ahead).
+// file in the page cache where a core is free to copy out of it.
 func RangeAhead(ctx context.Context, r io.ReaderAt, start, end int64, bufs [2][]byte, w io.Writer, report func(n int)) error {
 	type chunk struct {
 		b   []byte

@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"io"
-	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -48,18 +47,5 @@ func TestRange(t *testing.T) {
 		cause := errors.New("stop")
 		cancel(cause)
 		assert.ErrorIs(t, hashRange(ctx, bytes.NewReader(data), 0, 10000, io.Discard, nil), cause, name)
-	}
-}
-
-// TestAhead: ranges hashed at once leave a core free to read ahead of
-// each while they are at most half the processors.
-func TestAhead(t *testing.T) {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
-	for _, c := range []struct {
-		procs, ranges int
-		ahead         bool
-	}{{1, 1, false}, {2, 1, true}, {2, 2, false}, {16, 8, true}, {16, 9, false}} {
-		runtime.GOMAXPROCS(c.procs)
-		assert.Equal(t, c.ahead, Ahead(c.ranges), "%d ranges on %d processors", c.ranges, c.procs)
 	}
 }

@@ -1,24 +1,18 @@
 //go:build windows
 
-package safetensors
+package mmap
 
 import (
-	"math"
 	"os"
 	"syscall"
 	"unsafe"
 )
 
-// mmapSupported reports whether Open maps files on this platform.
-const mmapSupported = true
+// Supported reports whether Map maps files on this platform.
+const Supported = true
 
-// mapFile maps the first size bytes of f read-only and returns them with the
-// function that unmaps them. The mapping stays valid after f is closed.
-func mapFile(f *os.File, size int64) ([]byte, func() error, error) {
-	if size > math.MaxInt {
-		return nil, nil, errTooLarge(size)
-	}
-	h, err := syscall.CreateFileMapping(syscall.Handle(f.Fd()), nil, syscall.PAGE_READONLY, uint32(size>>32), uint32(size), nil)
+func mapFile(f *os.File, size int) ([]byte, func() error, error) {
+	h, err := syscall.CreateFileMapping(syscall.Handle(f.Fd()), nil, syscall.PAGE_READONLY, uint32(uint64(size)>>32), uint32(size), nil)
 	if err != nil {
 		return nil, nil, &os.PathError{Op: "CreateFileMapping", Path: f.Name(), Err: err}
 	}
@@ -31,6 +25,6 @@ func mapFile(f *os.File, size int64) ([]byte, func() error, error) {
 	// addr is an address outside the Go heap; reading it through a pointer to
 	// it keeps vet's unsafe.Pointer check quiet about the conversion.
 	p := *(*unsafe.Pointer)(unsafe.Pointer(&addr))
-	b := unsafe.Slice((*byte)(p), int(size))
+	b := unsafe.Slice((*byte)(p), size)
 	return b, func() error { return syscall.UnmapViewOfFile(addr) }, nil
 }
