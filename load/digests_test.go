@@ -229,30 +229,38 @@ func setSequentialChunk(t *testing.T, n int) {
 	t.Cleanup(func() { sequentialChunk = old })
 }
 
+// oneTensorFiles writes a file for each name, of one U8 tensor of that
+// name and size bytes, and returns their data sections, the files mapped
+// until the test ends.
+func oneTensorFiles(t *testing.T, size int, names ...string) []safetensors.DataSection {
+	t.Helper()
+	dir := t.TempDir()
+	data := make([]byte, size)
+	for i := range data {
+		data[i] = byte(i * 13)
+	}
+	var sections []safetensors.DataSection
+	for i, name := range names {
+		path := filepath.Join(dir, fmt.Sprintf("%d.safetensors", i))
+		require.NoError(t, safetensors.WriteFile(path, []safetensors.Tensor{{Name: name, DType: safetensors.U8, Shape: []uint64{uint64(size)}, Data: data}}, nil))
+		r, err := safetensors.Open(path)
+		require.NoError(t, err)
+		t.Cleanup(func() { r.Close() })
+		ds, err := firstSection(r.DataSections())
+		require.NoError(t, err)
+		sections = append(sections, ds)
+	}
+	return sections
+}
+
 // TestLoaderHashesFilesSideBySide: with HashFiles, files read in order by
 // goroutines of their own are fed side by side: while the goroutine of
 // one file is held in its first read, the other file's is read, though
 // the first file's tensor has more chunks than a queue of 32 (the
 // scheduler once blocked on that queue, and the files took turns).
 func TestLoaderHashesFilesSideBySide(t *testing.T) {
-	dir := t.TempDir()
-	data := make([]byte, 64*4096)
-	for i := range data {
-		data[i] = byte(i * 13)
-	}
-	var sections []safetensors.DataSection
-	var bases []int64
-	for i, name := range []string{"a", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"} {
-		path := filepath.Join(dir, fmt.Sprintf("%d.safetensors", i))
-		require.NoError(t, safetensors.WriteFile(path, []safetensors.Tensor{{Name: name, DType: safetensors.U8, Shape: []uint64{uint64(len(data))}, Data: data}}, nil))
-		r, err := safetensors.Open(path)
-		require.NoError(t, err)
-		defer r.Close()
-		ds, err := firstSection(r.DataSections())
-		require.NoError(t, err)
-		sections = append(sections, ds)
-		bases = append(bases, ds.Offset)
-	}
+	sections := oneTensorFiles(t, 64*4096, "a", strings.Repeat("b", 32))
+	bases := []int64{sections[0].Offset, sections[1].Offset}
 	// The files' data sections start at different offsets modulo 4096,
 	// which tell their reads apart.
 	require.NotEqual(t, bases[0]%4096, bases[1]%4096)
@@ -295,23 +303,13 @@ func TestLoaderHashesFilesSideBySide(t *testing.T) {
 // piece it read left its processor's cache: 1.2x the time of hashing
 // alone, 4 files of 256 MiB, tensors of 64 MiB).
 func TestLoaderHashesFilesAtMostProcessors(t *testing.T) {
-	dir := t.TempDir()
-	data := make([]byte, 16*4096)
-	for i := range data {
-		data[i] = byte(i * 13)
-	}
-	var sections []safetensors.DataSection
-	file := map[int64]int{} // a file's number, by its data section's offset modulo 4096
+	var names []string
 	for i := range 6 {
-		path := filepath.Join(dir, fmt.Sprintf("%d.safetensors", i))
-		name := strings.Repeat("x", 8*i+1) // headers of different lengths
-		require.NoError(t, safetensors.WriteFile(path, []safetensors.Tensor{{Name: name, DType: safetensors.U8, Shape: []uint64{uint64(len(data))}, Data: data}}, nil))
-		r, err := safetensors.Open(path)
-		require.NoError(t, err)
-		defer r.Close()
-		ds, err := firstSection(r.DataSections())
-		require.NoError(t, err)
-		sections = append(sections, ds)
+		names = append(names, strings.Repeat("x", 8*i+1)) // headers of different lengths
+	}
+	sections := oneTensorFiles(t, 16*4096, names...)
+	file := map[int64]int{} // a file's number, by its data section's offset modulo 4096
+	for i, ds := range sections {
 		_, dup := file[ds.Offset%4096]
 		require.False(t, dup, "two files' data sections start at the same offset modulo 4096")
 		file[ds.Offset%4096] = i
