@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -84,7 +83,7 @@ func BenchmarkLoadHashed(b *testing.B) {
 			sides := []side{
 				{name: "load", run: loadWith()},
 				{name: "hash", run: func() error {
-					sums, err := hashFiles(paths)
+					sums, err := hashFiles(paths, false)
 					for i, p := range paths {
 						want[p] = sums[i]
 					}
@@ -93,7 +92,7 @@ func BenchmarkLoadHashed(b *testing.B) {
 				{name: "load+hash", run: loadWith(load.HashFiles(&d))},
 				{name: "load+digests", run: loadWith(load.DigestTensors(&d))},
 				{name: "hash-in-place", run: func() error {
-					_, err := hashFilesInPlace(paths)
+					_, err := hashFiles(paths, true)
 					return err
 				}},
 			}
@@ -168,59 +167,30 @@ func processTime() time.Duration {
 }
 
 // hashFiles returns the SHA-256 of each file, the files hashed in
-// parallel by GOMAXPROCS goroutines, each file read in 1 MiB pieces.
-func hashFiles(paths []string) ([][sha256.Size]byte, error) {
+// parallel by GOMAXPROCS goroutines taking them in turn, each file read in
+// 1 MiB pieces or, inPlace, hashed through a mapping of it (digest.File,
+// as verify hashes a local file).
+func hashFiles(paths []string, inPlace bool) ([][sha256.Size]byte, error) {
 	sums := make([][sha256.Size]byte, len(paths))
-	errs := make([]error, len(paths))
-	next := make(chan int, len(paths))
-	for i := range paths {
-		next <- i
-	}
-	close(next)
-	var wg sync.WaitGroup
-	for range min(len(paths), runtime.GOMAXPROCS(0)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			buf := make([]byte, 1<<20)
-			for i := range next {
-				f, err := os.Open(paths[i])
-				if err != nil {
-					errs[i] = err
-					continue
-				}
-				h := sha256.New()
-				_, errs[i] = io.CopyBuffer(h, f, buf)
-				f.Close()
-				h.Sum(sums[i][:0])
-			}
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
+	bufs := make([][]byte, runtime.GOMAXPROCS(0))
+	err := parallel.For(context.Background(), len(paths), len(bufs), func(worker, i int) error {
+		if bufs[worker] == nil {
+			bufs[worker] = make([]byte, 1<<20)
 		}
-	}
-	return sums, nil
-}
-
-// hashFilesInPlace is hashFiles with each file hashed through a mapping
-// of it (digest.File, as verify hashes a local file).
-func hashFilesInPlace(paths []string) ([][sha256.Size]byte, error) {
-	sums := make([][sha256.Size]byte, len(paths))
-	err := parallel.For(context.Background(), len(paths), runtime.GOMAXPROCS(0), func(_, i int) error {
 		f, err := os.Open(paths[i])
 		if err != nil {
 			return err
 		}
 		defer f.Close()
-		info, err := f.Stat()
-		if err != nil {
-			return err
-		}
 		h := sha256.New()
-		if err := digest.File(context.Background(), f, 0, info.Size(), make([]byte, digest.PieceSize), h, nil); err != nil {
+		if !inPlace {
+			_, err = io.CopyBuffer(h, f, bufs[worker])
+		} else if info, serr := f.Stat(); serr != nil {
+			err = serr
+		} else {
+			err = digest.File(context.Background(), f, 0, info.Size(), bufs[worker], h, nil)
+		}
+		if err != nil {
 			return err
 		}
 		h.Sum(sums[i][:0])
