@@ -223,7 +223,8 @@ func checkSizes(m map[string]any, infos []info, st structureResult) (checked []s
 		// width of one of them, not merely that of some normalization
 		// elsewhere (a feature extractor's, a stream concatenated to twice
 		// the width). A hierarchy's stages (depths) have widths of their
-		// own.
+		// own. A stack whose tensors have no dimension above 1 shows no
+		// width, and judges none.
 		var own []*stack
 		_, hierarchical := c["depths"].([]any)
 		for _, name := range roleNames("layers") {
@@ -232,7 +233,7 @@ func checkSizes(m map[string]any, infos []info, st structureResult) (checked []s
 			}
 			if n, ok := positive(c[name]); ok {
 				for _, s := range st.stacks {
-					if !s.nested && !s.modules && !s.named && uint64(s.n) == n && !slices.Contains(own, s) {
+					if !s.nested && !s.modules && !s.named && uint64(s.n) == n && !slices.Contains(own, s) && len(stackWidths(s)) > 0 {
 						own = append(own, s)
 					}
 				}
@@ -506,11 +507,13 @@ func sizeFinding(key, sizeRole string, v uint64, w *witnesses, st structureResul
 		}
 		f.Tensor = ref.Name
 		f.Message = fmt.Sprintf("%s = %d, but the %d blocks of %s are %d wide (%s has shape %v)", key, v, s.n, s.prefix, width, ref.Name, ref.Shape)
-	case sizeRole == "hidden":
+	case sizeRole == "hidden" && len(w.widthRef) > 0:
 		ref := w.widthRef[0]
 		f.Tensor = ref.Name
 		f.Message = fmt.Sprintf("%s = %d, but no normalization or embedding has that width (%s has shape %v; the widths are %s)", key, v, ref.Name, ref.Shape, sizes(mergeSets(w.norms, w.embeds)))
-	case sizeRole == "vocab":
+	case sizeRole == "hidden":
+		f.Message = fmt.Sprintf("%s = %d, but no normalization or embedding has that width", key, v)
+	case sizeRole == "vocab" && len(w.vocabRef) > 0:
 		// The output head, whose rows the vocabulary outnumbers, else the
 		// largest token table.
 		what, refs := "output head", w.heads
