@@ -382,6 +382,32 @@ func TestMemoryLimit(t *testing.T) {
 	}
 }
 
+// TestHeldTensors: the tensors a load with HashFiles holds at once are
+// two for each file hashed side by side whose pieces are read in parallel
+// (one hashed while the next is read), one for each read and hashed by
+// one goroutine, and at most one for each processor.
+func TestHeldTensors(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(16))
+	var d Digests
+	files, tensors, both := options{files: &d}, options{tensors: &d}, options{files: &d, tensors: &d}
+	for _, c := range []struct {
+		files, tensors int
+		opts           options
+		want           int
+	}{
+		{1, 4, files, 2},     // one file: its pieces read in parallel
+		{8, 32, files, 16},   // half as many files as processors
+		{9, 36, files, 9},    // more: each read and hashed by one goroutine
+		{40, 160, files, 16}, // one a processor
+		{8, 32, tensors, 16}, // a digest a processor
+		{2, 3, tensors, 3},   // or a tensor
+		{4, 16, both, 16},    // the more of the two
+		{8, 8, options{}, 0}, // neither
+	} {
+		assert.Equal(t, c.want, heldTensors(c.files, c.tensors, c.opts), "%+v", c)
+	}
+}
+
 // TestLoaderDigestsErrors: a source that cannot be hashed is refused at
 // the start; a read that fails in a gap names the file; a cancelled load
 // stops with its goroutines.

@@ -87,8 +87,10 @@ type Loader struct {
 	// MemoryLimit bounds the memory that holds tensors read but not yet
 	// released: the Loader reads ahead of the caller until it is full.
 	// 0 means 256 MiB, or for a load with HashFiles or DigestTensors enough
-	// for a tensor of each file hashed side by side, or of each processor
-	// computing digests, and one more: from 256 MiB to 1 GiB.
+	// for the tensors of each file hashed side by side (two where its
+	// pieces are read in parallel: one hashed while the next is read), or
+	// for a tensor of each processor computing digests, and one more: from
+	// 256 MiB to 1 GiB.
 	// It is raised to what the largest tensor needs (its size and 4 KiB),
 	// and lowered to what all the tensors need.
 	MemoryLimit int64
@@ -250,18 +252,18 @@ var sequentialChunk = 128 << 10
 const sequentialQueue = 32
 
 // hashedMemoryLimit is the most that the default MemoryLimit is raised to
-// for HashFiles, so that each file hashed side by side has a tensor in
-// memory and one more: 1 GiB.
+// for HashFiles and DigestTensors, so that each file hashed side by side,
+// or each digest, has its tensors in memory: 1 GiB.
 const hashedMemoryLimit = 1 << 30
 
 // memoryLimit returns the memory of a load of a Loader whose MemoryLimit
 // is set, whose largest tensor needs need bytes and all of them total,
-// which hashes side files side by side (HashFiles), or computes the
-// digests of side tensors at once (DigestTensors), or neither (0): set, or
-// 256 MiB; for HashFiles and DigestTensors by default, raised so that each
-// of those files or digests has a tensor of its own and there is one more
-// to read while the oldest waits for the caller (else they take turns),
-// up to hashedMemoryLimit; raised to need, and lowered to total.
+// which holds side tensors at once for HashFiles or DigestTensors (the
+// tensors of the files hashed side by side, or the tensors digested at
+// once), or none (0): set, or 256 MiB; for HashFiles and DigestTensors by
+// default, raised so that there is room for side tensors and one more to
+// read while the oldest waits for the caller (else they take turns), up to
+// hashedMemoryLimit; raised to need, and lowered to total.
 func memoryLimit(set int64, need, total uint64, side int) uint64 {
 	limit := uint64(256 << 20)
 	if set > 0 {
@@ -341,14 +343,7 @@ func (l *Loader) start(ctx context.Context, files []safetensors.DataSection, opt
 		}
 		mem = l.Buffer
 	} else {
-		side := 0 // files hashed side by side, or tensors digested
-		if opts.files != nil {
-			side = min(len(files), runtime.GOMAXPROCS(0))
-		}
-		if opts.tensors != nil {
-			side = max(side, min(tensors, runtime.GOMAXPROCS(0)))
-		}
-		limit := memoryLimit(l.MemoryLimit, need, total, side)
+		limit := memoryLimit(l.MemoryLimit, need, total, heldTensors(len(files), tensors, opts))
 		if limit > maxInt {
 			return nil, fmt.Errorf("load: the largest tensor, of %d bytes, does not fit in this platform's memory", largest)
 		}
@@ -361,11 +356,8 @@ func (l *Loader) start(ctx context.Context, files []safetensors.DataSection, opt
 		if opts.files != nil {
 			of.hash = &fileHash{h: sha256.New(), dataLen: uint64(f.Size) - uint64(len(f.HeaderBytes)), pending: map[int]chunkJob{}}
 			of.hash.h.Write(f.HeaderBytes)
-			// With more files than half the processors, each hashed by one,
-			// a file is best read and hashed by the same goroutine; with
-			// fewer, the other processors read while those hash.
 			_, local := of.buffered.(*os.File)
-			of.sequential = local && of.direct == nil && 2*len(files) > runtime.GOMAXPROCS(0)
+			of.sequential = local && of.direct == nil && !piecesInParallel(len(files))
 		}
 		ld.files = append(ld.files, of)
 		if err != nil {
@@ -386,6 +378,33 @@ func (l *Loader) start(ctx context.Context, files []safetensors.DataSection, opt
 	}()
 	return ld, nil
 }
+
+// heldTensors returns how many tensors a load of files files and tensors
+// tensors holds at once for HashFiles or DigestTensors, or 0: a tensor for
+// each file hashed side by side, one a processor, and two for a file whose
+// pieces are read in parallel (one hashed while the next is read, else its
+// hash waits for each tensor's reads); a tensor for each processor
+// computing digests.
+func heldTensors(files, tensors int, opts options) int {
+	held := 0
+	if opts.files != nil {
+		held = min(files, runtime.GOMAXPROCS(0))
+		if piecesInParallel(files) {
+			held *= 2
+		}
+	}
+	if opts.tensors != nil {
+		held = max(held, min(tensors, runtime.GOMAXPROCS(0)))
+	}
+	return held
+}
+
+// piecesInParallel reports whether a load with HashFiles of n files reads
+// the pieces of each file in parallel, for its hash to take in order as
+// they arrive: with at most half as many files as processors, so that the
+// other processors read while those hash. With more, each hashed by one
+// processor, a local file is best read and hashed by the same goroutine.
+func piecesInParallel(n int) bool { return 2*n <= runtime.GOMAXPROCS(0) }
 
 // openLoadFile opens what a load needs to read f.
 func openLoadFile(f safetensors.DataSection, noCache bool) (openedFile, error) {
