@@ -200,12 +200,13 @@ func readWriteSide(read side, out string, n int64, buf []byte) side {
 	}, clean: func() { os.RemoveAll(out) }}
 }
 
-// side is one side of raceSides: run is timed, clean (if not nil) is run
-// after it, untimed.
+// side is one side of raceSides: run is timed; prepare and clean (if not
+// nil) are run before and after it, untimed.
 type side struct {
-	name  string
-	run   func() error
-	clean func()
+	name    string
+	run     func() error
+	prepare func()
+	clean   func()
 }
 
 // raceSides times the sides in alternating rounds, each side's fastest

@@ -35,7 +35,11 @@ import (
 //     in the read pass (checked against hash's);
 //   - load+digests: the Loader with DigestTensors, each tensor's digest;
 //   - hash-in-place: each file hashed through a mapping of it, as verify
-//     hashes a local file (digest.File), files in parallel likewise.
+//     hashes a local file (digest.File), files in parallel likewise;
+//   - load+hash-collected: load+hash after the garbage collector reclaimed
+//     the memory of the load before (a server loading its next model).
+//     With memory of the Go heap, used before, a load zeroed it whole on
+//     one goroutine before its first read.
 //
 // Layouts: 8 shards of 128 MiB (a sharded checkpoint, as loaded), 4
 // shards of 256 MiB (each tensor a quarter of the load's memory: files
@@ -51,7 +55,8 @@ import (
 // SHA-256 over the bytes on every core; "x-in-place" load+hash's over the
 // slower of load and hash-in-place, which copies nothing out of the page
 // cache, as a load must: where both need every core, its floor is the
-// copy and the hash over the hash alone.
+// copy and the hash over the hash alone; "x-collected" is
+// load+hash-collected's "x".
 func BenchmarkLoadHashed(b *testing.B) {
 	for _, files := range []int{8, 4, 2, 1} {
 		b.Run(fmt.Sprintf("%d-files", files), func(b *testing.B) {
@@ -95,6 +100,12 @@ func BenchmarkLoadHashed(b *testing.B) {
 					_, err := hashFiles(paths, true)
 					return err
 				}},
+				// A load in a process whose last load's memory the
+				// garbage collector reclaimed: a server's next model.
+				{name: "load+hash-collected", run: loadWith(load.HashFiles(&d)), prepare: func() {
+					runtime.GC()
+					runtime.GC()
+				}},
 			}
 			best, cpu := raceBest(b, size, sides)
 			for p, sum := range want {
@@ -115,12 +126,13 @@ func BenchmarkLoadHashed(b *testing.B) {
 			// verify does: no copy out of the page cache, which a load
 			// cannot do without.
 			b.ReportMetric(best[2].Seconds()/max(best[0], best[4]).Seconds(), "x-in-place")
+			b.ReportMetric(best[5].Seconds()/slower.Seconds(), "x-collected")
 		})
 	}
 }
 
-// raceBest times the sides in alternating rounds (each side's clean, if
-// any, run after it, untimed), reports each side's GB/s over size bytes,
+// raceBest times the sides in alternating rounds (each side's prepare and
+// clean, if any, run before and after it, untimed), reports each side's GB/s over size bytes,
 // and returns each side's fastest round, and its least processor time in
 // a round: the user and system time of this process (not of the commands
 // it runs), which other programs on the machine disturb far less than
@@ -134,6 +146,9 @@ func raceBest(b *testing.B, size int64, sides []side) (best, cpu []time.Duration
 	for b.Loop() {
 		for k := range sides {
 			i := (k + round) % len(sides)
+			if sides[i].prepare != nil {
+				sides[i].prepare()
+			}
 			c0, start := processTime(), time.Now()
 			if err := sides[i].run(); err != nil {
 				b.Fatalf("%s: %v", sides[i].name, err)

@@ -27,7 +27,6 @@ import (
 	"runtime"
 	"slices"
 	"sync"
-	"weak"
 
 	"github.com/safetensors-go/safetensors"
 	"github.com/safetensors-go/safetensors/internal/pagecache"
@@ -72,8 +71,13 @@ const maxInt = uint64(^uint(0) >> 1)
 // one after the other, or at once if it has no Buffer (each load then has
 // memory of its own). The memory of a load that ended is kept for the next
 // load, of any Loader, until the garbage collector reclaims it: memory
-// used before costs no page faults. Its fields must not change while a
-// load is under way.
+// used before costs no page faults. On 64-bit Linux that memory is an
+// anonymous mapping outside the Go heap (not counted by runtime.MemStats
+// nor GOMEMLIMIT), whose pages the kernel zeroes as the reads first fill
+// them, in parallel, rather than Go's allocator zeroing the whole of it
+// before the first read; once reclaimed, its pages go back to the system
+// and its address space is kept for the next load. Its fields must not
+// change while a load is under way.
 type Loader struct {
 	// Concurrency is how many reads run at once; 0 means one per
 	// processor, and at least four.
@@ -206,7 +210,7 @@ type load struct {
 	cancel context.CancelFunc
 	files  []openedFile
 	arena  *arena
-	own    bool // the arena's memory is the load's own (no Buffer)
+	own    *memory // the load's own memory, if it has no Buffer
 	chunk  int
 	work   chan chunkJob
 	done   chan *tensorJob
@@ -337,6 +341,7 @@ func (l *Loader) start(ctx context.Context, files []safetensors.DataSection, opt
 	}
 	need := largest + pagecache.BlockSize
 	var mem []byte
+	var own *memory
 	if l.Buffer != nil {
 		if uint64(len(l.Buffer)) < need {
 			return nil, fmt.Errorf("load: the Loader's Buffer of %d bytes cannot hold the largest tensor, of %d bytes, and 4096 more: %w", len(l.Buffer), largest, io.ErrShortBuffer)
@@ -347,9 +352,10 @@ func (l *Loader) start(ctx context.Context, files []safetensors.DataSection, opt
 		if limit > maxInt {
 			return nil, fmt.Errorf("load: the largest tensor, of %d bytes, does not fit in this platform's memory", largest)
 		}
-		mem = takeMemory(int(limit))
+		own = takeMemory(int(limit))
+		mem = own.b[:limit]
 	}
-	ld := &load{arena: newArena(mem), own: l.Buffer == nil, chunk: chunk, work: make(chan chunkJob, workers), done: make(chan *tensorJob, workers), opts: opts}
+	ld := &load{arena: newArena(mem), own: own, chunk: chunk, work: make(chan chunkJob, workers), done: make(chan *tensorJob, workers), opts: opts}
 	ld.ctx, ld.cancel = context.WithCancel(ctx)
 	for _, f := range files {
 		of, err := openLoadFile(f, l.NoCache)
@@ -473,49 +479,10 @@ func (ld *load) stop() {
 	}
 	ld.dropCached()
 	ld.closeFiles()
-	if ld.own {
+	if ld.own != nil {
 		// Every goroutine of the load has ended (done is closed after
 		// them): none writes to the memory any more.
-		putMemory(ld.arena.mem)
-	}
-}
-
-// spare is the memory of the last load that ended, for the next load:
-// memory once used costs the next load no page faults (nor the zeroing of
-// new memory), which are a tenth of a load's time with HashFiles. It is
-// held weakly: the garbage collector reclaims it at its next cycle unless
-// a load took it. One slot under a lock, not a sync.Pool: a pool keeps
-// what a goroutine puts in a slot of its processor's that a goroutine on
-// another processor cannot take, so the next load, its goroutine moved,
-// would allocate anew while the spare memory sat idle.
-var spare struct {
-	mu  sync.Mutex
-	mem weak.Pointer[[]byte]
-}
-
-// takeMemory returns n bytes of memory for a load: the spare memory (of
-// any contents: a load reads into it before handing anything over) when
-// it is large enough, or new memory, advised to be backed by huge pages.
-func takeMemory(n int) []byte {
-	spare.mu.Lock()
-	p := spare.mem.Value()
-	if p != nil && cap(*p) >= n {
-		spare.mem = weak.Pointer[[]byte]{}
-		spare.mu.Unlock()
-		return (*p)[:n]
-	}
-	spare.mu.Unlock()
-	mem := make([]byte, n)
-	pagecache.AdviseHugePages(mem)
-	return mem
-}
-
-// putMemory makes mem the spare memory, unless the spare is larger.
-func putMemory(mem []byte) {
-	spare.mu.Lock()
-	defer spare.mu.Unlock()
-	if p := spare.mem.Value(); p == nil || cap(*p) < cap(mem) {
-		spare.mem = weak.Make(&mem)
+		putMemory(ld.own)
 	}
 }
 
