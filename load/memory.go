@@ -41,7 +41,7 @@ var spare struct {
 	free [][]byte
 }
 
-// takeMemory returns at least n bytes of memory for a load (n > 0): the
+// takeMemory returns at least n bytes of memory for a load: the
 // spare memory (of any contents: a load reads into it before handing
 // anything over) when it is large enough, else the smallest free mapping
 // that is, else new memory, advised to be backed by huge pages.
