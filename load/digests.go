@@ -23,25 +23,24 @@ type options struct {
 
 // HashFiles returns an option that makes a load compute, in its read pass,
 // the SHA-256 of each file it reads, whole (the header, every tensor, and
-// any bytes between or after them, in order), into d: a server that loads
-// a model and checks it against published hashes (a Hugging Face cache's
-// blob names, Git LFS pointers, the Hub's X-Linked-Etag) reads every byte
-// once. Several files are read side by side, as many as there are
-// processors, so that each has one to hash it; with at most half as many
-// files as processors, the pieces of a file are read in parallel and hashed in
-// order as they arrive, by one goroutine at a time, while the next are
-// read; with more, each local file read through the page cache is read in
-// order by a goroutine of its own, which hashes each piece of 128 KiB as
-// soon as it has read it, while it is in the processor's cache (those
-// goroutines are the load's own, beside the Loader's Concurrency). Each
-// file hashed side by side needs a tensor of its own in memory, and one
-// more where its pieces are read in parallel (its next tensor is read
-// while one is hashed): the default MemoryLimit is raised for them (see
-// Loader.MemoryLimit); a
-// MemoryLimit set lower makes the files take turns. A load with HashFiles
-// takes about the time of the slower of loading and hashing alone. Bytes
-// of a file that no tensor loaded covers (tensors left out of a
-// checkpoint's index) are read for the hash too.
+// any bytes between or after them, in order), into d: a server that loads a
+// model and checks it against published hashes (a Hugging Face cache's blob
+// names, Git LFS pointers, the Hub's X-Linked-Etag) reads every byte once.
+// Several files are read side by side, as many as there are processors, so
+// that each has one to hash it; with at most half as many files as
+// processors, the pieces of a file are read in parallel and hashed in order
+// as they arrive, by one goroutine at a time, while the next are read; with
+// more, each local file read through the page cache is read in order by a
+// goroutine of its own, which hashes each piece of 128 KiB as soon as it
+// has read it, while it is in the processor's cache (those goroutines are
+// the load's own, beside the Loader's Concurrency). Each file hashed side
+// by side needs a tensor of its own in memory, and one more where its
+// pieces are read in parallel (its next tensor is read while one is
+// hashed): the default MemoryLimit is raised for them (see
+// Loader.MemoryLimit); a MemoryLimit set lower makes the files take turns.
+// A load with HashFiles takes about the time of the slower of loading and
+// hashing alone. Bytes of a file that no tensor loaded covers (tensors left
+// out of a checkpoint's index) are read for the hash too.
 //
 // A tensor is handed over once its bytes are hashed; d holds a file's
 // SHA-256 once the hash has passed its last byte, and every file's once
